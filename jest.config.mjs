@@ -1,0 +1,14 @@
+/** Unit specs sit beside the code; end-to-end suites live in test/. Both run as native ESM. */
+const tsJest = ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }];
+const common = {
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: { '^.+\\.ts$': tsJest },
+  testEnvironment: 'node',
+};
+export default {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
+    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
+  ],
+};
