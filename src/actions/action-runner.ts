@@ -1,0 +1,233 @@
+/**
+ * Performs one claimed action run and records what happened: the request is
+ * rendered from the rule snapshot kept on the execution, sent with the run's id
+ * as Idempotency-Key, and the outcome (success, retry later, failed for good) is
+ * committed together with the next step of the execution, guarded by the lease,
+ * so a run whose lease was taken over by another worker changes nothing.
+ */
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { In, Repository, type EntityManager } from 'typeorm';
+import { Database } from '../database/database.service.js';
+import { randomUUID } from 'node:crypto';
+import { CLOCK, type Clock } from '../clock.js';
+import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { DomainError } from '../errors.js';
+import { EventEntity } from '../intake/event.entity.js';
+import { safeJsonParse } from '../intake/envelope.js';
+import { ExecutionEntity } from '../processing/execution.entity.js';
+import type { RuleSnapshot } from '../processing/rule-snapshot.js';
+import type { ClaimedActionRun } from '../processing/work-queue.js';
+import { nowFact } from '../rules/facts.js';
+import { ActionRunEntity, type ActionRunStatus } from './action-run.entity.js';
+import { ACTION_HANDLERS, ActionParamsError } from './action-types.js';
+import { decideAfterFailure } from './retry-policy.js';
+import { ServiceClient } from './service-client.js';
+import type { ServiceRequest } from './service-operations.js';
+import { compileParams, renderParams, TemplateError, type CompiledParams } from './template.js';
+import type { ActionType } from '../rules/rule.types.js';
+
+interface RunResult {
+  status: Exclude<ActionRunStatus, 'pending' | 'running'>;
+  request?: ServiceRequest;
+  responseStatus?: number;
+  response?: unknown;
+  errorCode?: string;
+  errorMessage?: string;
+  nextAttemptAt?: string;
+}
+
+const COMPILED_CACHE_SIZE = 2_000;
+
+@Injectable()
+export class ActionRunner {
+  private readonly logger = new Logger('actions');
+  private readonly compiled = new Map<string, CompiledParams>();
+
+  constructor(
+    @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
+    @Inject(CLOCK) private readonly clock: Clock,
+    private readonly client: ServiceClient,
+    private readonly db: Database,
+    @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
+    @InjectRepository(ExecutionEntity) private readonly executions: Repository<ExecutionEntity>,
+    @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
+  ) {}
+
+  /** The lease a run needs: one request and its answer, with room to record it. */
+  get leaseMs(): number {
+    return this.config.serviceTimeoutMs + 30_000;
+  }
+
+  async perform(claim: ClaimedActionRun, leaseOwner: string): Promise<ActionRunStatus> {
+    const result = await this.attempt(claim);
+    const committed = await this.db.write((manager) => this.record(manager, claim, leaseOwner, result));
+    return committed ? result.status : 'running';
+  }
+
+  /** Puts a failed run back in the queue (admin retry); the execution resumes from it. */
+  async retryFailed(id: string): Promise<ActionRunEntity> {
+    return this.db.write(async (manager) => {
+      const run = await manager.findOneBy(ActionRunEntity, { id });
+      if (!run) throw new DomainError('not_found', `no action run ${id}`);
+      if (run.status !== 'failed') {
+        throw new DomainError('not_retryable', `action run ${id} is ${run.status}; only failed runs can be retried`);
+      }
+      const now = this.clock.now().toISOString();
+      Object.assign(run, { status: 'pending', attempts: 0, nextAttemptAt: now, updatedAt: now, leaseOwner: null, leaseUntil: null });
+      await manager.save(run);
+      await manager.update(ExecutionEntity, { id: run.executionId }, { status: 'running', finishedAt: null, error: null });
+      return run;
+    });
+  }
+
+  private async attempt(claim: ClaimedActionRun): Promise<RunResult> {
+    const execution = await this.executions.findOneByOrFail({ id: claim.execution_id });
+    const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
+    const action = rule.actions[claim.position];
+    let request: ServiceRequest;
+    try {
+      const params = renderParams(this.compile(rule, claim.position), await this.contextFor(claim, rule));
+      request = ACTION_HANDLERS[action.type as ActionType].toRequest((params ?? {}) as Record<string, unknown>);
+    } catch (error) {
+      if (error instanceof TemplateError || error instanceof ActionParamsError) {
+        return { status: 'failed', errorCode: error.code, errorMessage: error.message };
+      }
+      throw error;
+    }
+    if (this.config.dryRun) {
+      return { status: 'skipped', request, response: dryRunResponse(claim, request) };
+    }
+    const outcome = await this.client.send(request, claim.id);
+    if (outcome.ok) return { status: 'succeeded', request, responseStatus: outcome.status, response: outcome.body };
+    const decision = decideAfterFailure(outcome, claim.attempts, this.config.actionMaxAttempts, this.clock.now(), Math.random);
+    const base = {
+      request,
+      responseStatus: outcome.kind === 'http' ? outcome.status : undefined,
+      errorCode: outcome.code,
+      errorMessage: outcome.message,
+    };
+    if (decision.retry) {
+      return { ...base, status: 'retrying', nextAttemptAt: new Date(this.clock.now().getTime() + decision.delayMs).toISOString() };
+    }
+    return { ...base, status: 'failed' };
+  }
+
+  private compile(rule: RuleSnapshot, position: number): CompiledParams {
+    const key = `${rule.id}@${rule.version}#${position}`;
+    let compiled = this.compiled.get(key);
+    if (!compiled) {
+      compiled = compileParams(rule.actions[position].params ?? {});
+      if (this.compiled.size >= COMPILED_CACHE_SIZE) this.compiled.clear();
+      this.compiled.set(key, compiled);
+    }
+    return compiled;
+  }
+
+  private async contextFor(claim: ClaimedActionRun, rule: RuleSnapshot) {
+    const event = await this.events.findOneOrFail({ where: { seq: claim.event_seq }, select: { seq: true, payload: true } });
+    const earlier = await this.runs.find({
+      where: { executionId: claim.execution_id, status: In(['succeeded', 'skipped']) },
+      select: { position: true, actionId: true, response: true },
+    });
+    const actions: Record<string, { response: unknown }> = {};
+    for (const run of earlier) {
+      if (run.actionId && run.position < claim.position) actions[run.actionId] = { response: parseJson(run.response) };
+    }
+    return {
+      event: safeJsonParse(event.payload),
+      rule: { id: rule.id, name: rule.name },
+      now: nowFact(this.clock.now(), rule.timezone ?? 'UTC'),
+      actions,
+    };
+  }
+
+  /** Commits the outcome; false when the lease was lost and someone else owns the run now. */
+  private async record(manager: EntityManager, claim: ClaimedActionRun, owner: string, result: RunResult): Promise<boolean> {
+    const now = this.clock.now().toISOString();
+    const update = await manager.update(
+      ActionRunEntity,
+      { id: claim.id, leaseOwner: owner, status: 'running' },
+      {
+        status: result.status,
+        leaseOwner: null,
+        leaseUntil: null,
+        nextAttemptAt: result.nextAttemptAt ?? now,
+        updatedAt: now,
+        request: result.request ? JSON.stringify(result.request) : null,
+        responseStatus: result.responseStatus ?? null,
+        response: result.response === undefined ? null : JSON.stringify(result.response),
+        errorCode: result.errorCode ?? null,
+        errorMessage: result.errorMessage ?? null,
+      },
+    );
+    if (!update.affected) return false;
+    if (result.status === 'failed') {
+      this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
+    }
+    if (result.status !== 'retrying') await this.advance(manager, claim, result, now);
+    return true;
+  }
+
+  /** After a run ends: start the next action of the execution, or close the execution. */
+  private async advance(manager: EntityManager, claim: ClaimedActionRun, result: RunResult, now: string): Promise<void> {
+    const execution = await manager.findOneByOrFail(ExecutionEntity, { id: claim.execution_id });
+    const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
+    const failed = result.status === 'failed';
+    const goOn = !failed || rule.actions[claim.position].continueOnError === true;
+    const next = claim.position + 1;
+    if (goOn && next < rule.actions.length) {
+      await manager.insert(ActionRunEntity, newActionRun(execution, rule, next, claim.resource_key ?? null, now));
+      return;
+    }
+    const failures = await manager.countBy(ActionRunEntity, { executionId: execution.id, status: 'failed' });
+    const error = failed
+      ? `action ${claim.action_id ?? `#${claim.position + 1}`} (${claim.type}) failed: ${result.errorCode}: ${result.errorMessage}`
+      : failures > 0 ? `${failures} action(s) failed` : null;
+    await manager.update(ExecutionEntity, { id: execution.id }, {
+      status: failures > 0 ? 'failed' : 'succeeded',
+      finishedAt: now,
+      error,
+    });
+  }
+}
+
+export function newActionRun(
+  execution: Pick<ExecutionEntity, 'id' | 'eventSeq' | 'ruleId'>,
+  rule: RuleSnapshot,
+  position: number,
+  resourceKey: string | null,
+  now: string,
+): Partial<ActionRunEntity> {
+  const action = rule.actions[position];
+  return {
+    id: randomUUID(),
+    executionId: execution.id,
+    eventSeq: execution.eventSeq,
+    resourceKey,
+    ruleId: execution.ruleId,
+    position,
+    actionId: action.id ?? null,
+    type: action.type,
+    status: 'pending',
+    attempts: 0,
+    nextAttemptAt: now,
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+function parseJson(text: string | null): unknown {
+  if (text === null) return null;
+  try {
+    return safeJsonParse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** In dry-run nothing is sent; later actions see what the service would plausibly have answered. */
+function dryRunResponse(claim: ClaimedActionRun, request: ServiceRequest): unknown {
+  const body = typeof request.body === 'object' && request.body !== null ? request.body : {};
+  return { id: `dry-run-${claim.id.slice(0, 8)}`, ...body, dry_run: true };
+}

@@ -1,0 +1,228 @@
+import * as fc from 'fast-check';
+import {
+  compileParams,
+  renderParams,
+  renderString,
+  renderTemplateValue,
+  TemplateError,
+  type TemplateContext,
+} from './template.js';
+
+function makeContext(overrides: Partial<TemplateContext> = {}): TemplateContext {
+  return {
+    event: {
+      id: 'evt_1',
+      type: 'task.completed',
+      data: { task: { id: 'tsk_1', title: 'Release 1.2', points: 5, done: true, due: null, tags: ['a', 'b'], project_id: 'prj_1' } },
+    },
+    rule: { id: 'follow-up', name: 'Follow-up' },
+    now: { iso: '2024-05-06T10:00:00.000Z', hour: 10, weekday: 1 },
+    actions: { review: { response: { id: 'tsk_9', assignee: { id: 'usr_1' } } } },
+    ...overrides,
+  };
+}
+
+function renderError(params: unknown, context = makeContext()): TemplateError {
+  try {
+    renderTemplateValue(params, context);
+  } catch (error) {
+    if (error instanceof TemplateError) return error;
+    throw error;
+  }
+  throw new Error('expected a TemplateError');
+}
+
+describe('template', () => {
+  describe('a string that is exactly one expression keeps the value type', () => {
+    it.each([
+      ['number', '{{ event.data.task.points }}', 5],
+      ['boolean', '{{ event.data.task.done }}', true],
+      ['null', '{{ event.data.task.due }}', null],
+      ['array', '{{ event.data.task.tags }}', ['a', 'b']],
+      ['object', '{{ actions.review.response.assignee }}', { id: 'usr_1' }],
+      ['number after a filter', '{{ event.data.task.points | plus: 1 }}', 6],
+      ['value with whitespace around', '  {{ event.data.task.points }}\n', 5],
+      ['string', '{{ event.data.task.title }}', 'Release 1.2'],
+    ])('%s', (_name, template, expected) => {
+      expect(renderTemplateValue({ value: template }, makeContext())).toEqual({ value: expected });
+    });
+  });
+
+  describe('other strings render to strings', () => {
+    it.each([
+      ['mixed text', 'Review: {{ event.data.task.title }}', 'Review: Release 1.2'],
+      ['two expressions', '{{ event.data.task.points }}{{ event.data.task.points }}', '55'],
+      ['a number inside text', 'points={{ event.data.task.points }}', 'points=5'],
+      ['tags', '{% if event.data.task.done %}done{% else %}open{% endif %}', 'done'],
+      ['upcase', '{{ event.data.task.title | upcase }}', 'RELEASE 1.2'],
+      ['default on a missing value', '{{ event.data.task.owner | default: "nobody" }}', 'nobody'],
+      ['size', 'tags: {{ event.data.task.tags | size }}', 'tags: 2'],
+      ['rule and now', '{{ rule.id }}@{{ now.hour }}', 'follow-up@10'],
+      ['earlier action response', 'after {{ actions.review.response.id }}', 'after tsk_9'],
+    ])('%s', (_name, template, expected) => {
+      expect(renderTemplateValue(template, makeContext())).toBe(expected);
+    });
+  });
+
+  describe('params', () => {
+    it('renders strings deep inside objects and arrays and passes other values through', () => {
+      const params = {
+        id: 'wf_notify',
+        count: 3,
+        flag: false,
+        nothing: null,
+        input: { task_id: '{{ actions.review.response.id }}', list: ['{{ event.data.task.points }}', 'x', 7] },
+      };
+      expect(renderTemplateValue(params, makeContext())).toEqual({
+        id: 'wf_notify',
+        count: 3,
+        flag: false,
+        nothing: null,
+        input: { task_id: 'tsk_9', list: [5, 'x', 7] },
+      });
+    });
+
+    it('returns params without templates as they are', () => {
+      const params = { title: 'plain', nested: { list: [1, 'two'] } };
+      expect(renderTemplateValue(params, makeContext())).toBe(params);
+    });
+
+    it('keeps a "__proto__" key as a plain key', () => {
+      const params = JSON.parse('{"__proto__": "{{ rule.id }}"}') as unknown;
+      const rendered = renderTemplateValue(params, makeContext()) as Record<string, unknown>;
+      expect(Object.getPrototypeOf(rendered)).toBe(Object.prototype);
+      expect(Object.getOwnPropertyDescriptor(rendered, '__proto__')?.value).toBe('follow-up');
+    });
+
+    it('compiles once and renders against many contexts', () => {
+      const compiled = compileParams({ title: 'Review: {{ event.data.task.title }}' });
+      const other = makeContext({ event: { data: { task: { title: 'Other' } } } });
+      expect(renderParams(compiled, makeContext())).toEqual({ title: 'Review: Release 1.2' });
+      expect(renderParams(compiled, other)).toEqual({ title: 'Review: Other' });
+    });
+  });
+
+  describe('errors', () => {
+    it('names the variable and the param path of an undefined variable', () => {
+      const error = renderError({ title: '{{ event.data.task.nme }}' });
+      expect(error.code).toBe('template_error');
+      expect(error.path).toBe('params.title');
+      expect(error.message).toBe('params.title: undefined variable "event.data.task.nme"');
+    });
+
+    it('names array and nested paths', () => {
+      expect(renderError({ input: { list: ['ok', 'x {{ nope }}'] } }).message).toBe(
+        'params.input.list[1]: undefined variable "nope"',
+      );
+    });
+
+    it('reports a syntax error at compile time with the param path', () => {
+      expect(() => compileParams({ title: '{{ event.data | upcase' })).toThrow(TemplateError);
+      expect(() => compileParams({ title: '{% if %}' })).toThrow(/^params\.title: /);
+    });
+
+    it('rejects an unknown filter', () => {
+      expect(() => compileParams({ title: '{{ rule.id | no_such_filter }}' })).toThrow(/undefined filter/);
+    });
+  });
+
+  describe('sandbox', () => {
+    it.each([
+      '{{ event.constructor }}',
+      '{{ event.__proto__ }}',
+      '{{ event.data.task.tags.constructor }}',
+      '{{ event.data.task.title.constructor }}',
+      '{{ constructor }}',
+      '{{ __proto__ }}',
+      '{{ process }}',
+      '{{ process.env }}',
+      '{{ globalThis }}',
+      '{{ require }}',
+      '{{ event.hasOwnProperty }}',
+      '{{ actions.toString }}',
+    ])('refuses %s', (template) => {
+      expect(renderError({ value: template }).code).toBe('template_error');
+    });
+
+    it('never hands out a prototype member through a filter', () => {
+      const rendered = renderTemplateValue('{{ event.data.task.tags | map: "constructor" }}', makeContext());
+      expect(rendered).toEqual([undefined, undefined]);
+    });
+
+    it('does not let a template change the caller context', () => {
+      const context = makeContext();
+      renderTemplateValue(['{% increment event %}', '{% assign rule = 1 %}{{ rule }}'], context);
+      expect(renderTemplateValue('{{ rule.id }}', context)).toBe('follow-up');
+      expect((context.event as { id: string }).id).toBe('evt_1');
+    });
+
+    it.each(['{% include "secrets.txt" %}', '{% render "../package.json" %}', '{% layout "x" %}body'])(
+      'has no file system: %s fails',
+      (template) => {
+        expect(() => compileParams({ body: template })).toThrow(TemplateError);
+      },
+    );
+
+    it.each([
+      ['a huge range', '{% for i in (1..100000000) %}x{% endfor %}'],
+      ['nested loops', '{% for a in (1..5000) %}{% for b in (1..5000) %}{{ a }}{% endfor %}{% endfor %}'],
+      ['a huge template', `${'{{ rule.id }}'.repeat(20_000)}`],
+    ])('stops %s with a TemplateError', (_name, template) => {
+      expect(renderError({ body: template }).code).toBe('template_error');
+    });
+  });
+
+  describe(renderString.name, () => {
+    it('renders to a string, even a single expression', () => {
+      expect(renderString('{{ event.data.task.points }}', makeContext())).toBe('5');
+      expect(renderString(' {{ event.data.task.project_id }} ', makeContext())).toBe(' prj_1 ');
+    });
+
+    it('returns a string without templates unchanged', () => {
+      expect(renderString('fixed-key', makeContext())).toBe('fixed-key');
+    });
+
+    it('names the given path in errors', () => {
+      expect(() => renderString('{{ event.x }}', makeContext(), 'options.throttle.key')).toThrow(
+        'options.throttle.key: undefined variable "event.x"',
+      );
+    });
+  });
+
+  describe('properties', () => {
+    const braceFree = fc.string({ unit: 'binary' }).filter((s) => !s.includes('{'));
+    const templateish = fc.stringMatching(/^[a-z .|:"'{}%()\-0-9_[\]]{0,40}$/);
+    const params = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        templateish,
+        fc.string(),
+        fc.integer(),
+        fc.boolean(),
+        fc.constant(null),
+        fc.array(tie('value'), { maxLength: 4 }),
+        fc.dictionary(fc.string({ maxLength: 8 }), tie('value'), { maxKeys: 4 }),
+      ),
+    })).value;
+
+    it('returns strings without braces unchanged', () => {
+      fc.assert(
+        fc.property(braceFree, (s) => renderTemplateValue(s, makeContext()) === s && renderString(s, makeContext()) === s),
+        { numRuns: 3000 },
+      );
+    });
+
+    it('throws nothing but TemplateError for any params', () => {
+      fc.assert(
+        fc.property(params, (value) => {
+          try {
+            renderTemplateValue(value, makeContext());
+          } catch (error) {
+            if (!(error instanceof TemplateError)) throw error;
+          }
+        }),
+        { numRuns: 3000 },
+      );
+    });
+  });
+});

@@ -1,0 +1,217 @@
+/**
+ * Liquid templates in rule action params (SPEC 5, "Templates").
+ *
+ * Params are compiled once per rule (every template parsed up front, so a
+ * syntax error names its param path when the rule loads) and rendered per run.
+ * A string that is exactly one `{{ expr }}` keeps the value's type: LiquidJS's
+ * `keepOutputType` does that only for an isolated output, so such strings are
+ * reduced to that single Output at compile time and rendered by a second
+ * engine with the option on.
+ *
+ * Sandbox: strict variables and own-property-only lookups (no prototypes, no
+ * `constructor`), a null-prototype scope holding only the four context names,
+ * no file system (the partial/layout tags are removed and lookups go to an
+ * empty in-memory map), and parse/time/memory limits so a template bomb ends
+ * as a TemplateError instead of stalling the worker.
+ */
+import { Liquid, Output, TokenKind, UndefinedVariableError } from 'liquidjs';
+import type { LiquidOptions, Template } from 'liquidjs';
+
+export interface TemplateContext {
+  event: unknown;
+  rule: { id: string; name?: string };
+  now: unknown;
+  /** Earlier actions of the same run: `actions.<id>.response`. */
+  actions?: Readonly<Record<string, { response: unknown }>>;
+}
+
+export class TemplateError extends Error {
+  readonly code = 'template_error' as const;
+
+  constructor(
+    message: string,
+    /** Where the template sits, e.g. `params.input.task_id`. */
+    readonly path: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'TemplateError';
+  }
+}
+
+/** The compiled form of a params value; opaque to callers. */
+export type CompiledParams = CompiledNode;
+
+type CompiledNode =
+  | { kind: 'literal'; value: unknown }
+  | { kind: 'typed'; path: string; templates: Template[] }
+  | { kind: 'text'; path: string; templates: Template[] }
+  | { kind: 'array'; items: CompiledNode[] }
+  | { kind: 'object'; entries: Array<[string, CompiledNode]> };
+
+/** Longest template source accepted; real params templates are a few hundred characters. */
+export const MAX_TEMPLATE_LENGTH = 100_000;
+
+const LIQUID_OPTIONS: LiquidOptions = {
+  strictVariables: true,
+  strictFilters: true, // a misspelt filter is a rule bug, not a silent no-op
+  lenientIf: true, // `| default:` and `{% if x %}` may test a missing value on purpose
+  ownPropertyOnly: true,
+  templates: {}, // an empty in-memory "file system": nothing on disk is reachable
+  parseLimit: MAX_TEMPLATE_LENGTH,
+  renderLimit: 100, // ms per template; real templates render in microseconds
+  memoryLimit: 1_000_000, // ranges, joins and the like, in elements/characters
+  timezoneOffset: 0, // the `date` filter must not depend on the host's zone
+};
+
+function createEngine(keepOutputType: boolean): Liquid {
+  const engine = new Liquid({ ...LIQUID_OPTIONS, keepOutputType });
+  for (const tag of ['include', 'render', 'layout']) delete engine.tags[tag];
+  return engine;
+}
+
+const textEngine = createEngine(false);
+const typedEngine = createEngine(true);
+
+function hasTemplate(value: string): boolean {
+  return value.includes('{{') || value.includes('{%');
+}
+
+function explain(error: unknown): string {
+  if (error instanceof UndefinedVariableError) {
+    const variable = /^undefined variable: (.*?), line:\d+, col:\d+$/.exec(error.message)?.[1];
+    if (variable !== undefined) return `undefined variable "${variable}"`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function toTemplateError(error: unknown, path: string): TemplateError {
+  return new TemplateError(`${path}: ${explain(error)}`, path, { cause: error });
+}
+
+function isBlank(template: Template): boolean {
+  const token = template.token;
+  return token.kind === TokenKind.HTML && token.getText().trim() === '';
+}
+
+function compileString(source: string, path: string, keepType: boolean): CompiledNode {
+  if (!hasTemplate(source)) return { kind: 'literal', value: source };
+  if (source.length > MAX_TEMPLATE_LENGTH) {
+    throw new TemplateError(`${path}: template longer than ${MAX_TEMPLATE_LENGTH} characters`, path);
+  }
+  let templates: Template[];
+  try {
+    templates = textEngine.parse(source);
+  } catch (error) {
+    // Whatever LiquidJS throws here (ParseError, its own AssertionError) means "not a valid template".
+    throw toTemplateError(error, path);
+  }
+  const meaningful = templates.filter((template) => !isBlank(template));
+  if (keepType && meaningful.length === 1 && meaningful[0] instanceof Output) {
+    return { kind: 'typed', path, templates: meaningful };
+  }
+  return { kind: 'text', path, templates };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function childPath(path: string, key: string): string {
+  return /^[A-Za-z_$][\w$-]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+
+function compileNode(value: unknown, path: string): CompiledNode {
+  if (typeof value === 'string') return compileString(value, path, true);
+  if (Array.isArray(value)) {
+    const items = value.map((item, index) => compileNode(item, `${path}[${index}]`));
+    return items.every((item) => item.kind === 'literal') ? { kind: 'literal', value } : { kind: 'array', items };
+  }
+  if (isPlainObject(value)) {
+    const entries = Object.entries(value).map(([key, item]): [string, CompiledNode] => [key, compileNode(item, childPath(path, key))]);
+    return entries.every(([, item]) => item.kind === 'literal') ? { kind: 'literal', value } : { kind: 'object', entries };
+  }
+  return { kind: 'literal', value };
+}
+
+/**
+ * Parses every template in `params` once. Subtrees without templates are kept
+ * as the original values, so rendering them costs nothing.
+ * @throws TemplateError on a syntax error, naming the param path.
+ */
+export function compileParams(params: unknown, path = 'params'): CompiledParams {
+  return compileNode(params, path);
+}
+
+/** Only the four documented names, on a null prototype: nothing else resolves. */
+function toScope(context: TemplateContext): object {
+  return Object.assign(Object.create(null) as object, {
+    event: context.event,
+    rule: context.rule,
+    now: context.now,
+    actions: context.actions ?? {},
+  });
+}
+
+function renderTemplates(engine: Liquid, templates: Template[], context: TemplateContext, path: string): unknown {
+  try {
+    // A fresh scope per template: tags like `increment` write into it.
+    return engine.renderSync(templates, toScope(context));
+  } catch (error) {
+    throw toTemplateError(error, path);
+  }
+}
+
+function renderNode(node: CompiledNode, context: TemplateContext): unknown {
+  switch (node.kind) {
+    case 'literal':
+      return node.value;
+    case 'typed':
+      return renderTemplates(typedEngine, node.templates, context, node.path);
+    case 'text':
+      return String(renderTemplates(textEngine, node.templates, context, node.path));
+    case 'array':
+      return node.items.map((item) => renderNode(item, context));
+    case 'object':
+      // fromEntries defines own properties, so a `__proto__` key stays a plain key.
+      return Object.fromEntries(node.entries.map(([key, item]) => [key, renderNode(item, context)]));
+  }
+}
+
+/**
+ * Renders compiled params against a run's context. Typed values are returned
+ * by reference (e.g. the event's own sub-object): treat the result as read-only.
+ * @throws TemplateError naming the param path and, for an undefined variable, the variable.
+ */
+export function renderParams(compiled: CompiledParams, context: TemplateContext): unknown {
+  return renderNode(compiled, context);
+}
+
+/** Compile and render in one go, for params used once. */
+export function renderTemplateValue(params: unknown, context: TemplateContext, path = 'params'): unknown {
+  return renderParams(compileParams(params, path), context);
+}
+
+// One-off strings (throttle keys, condition params) come from rule files: a
+// bounded cache keeps them parsed once without growing with hostile input.
+const STRING_CACHE_SIZE = 500;
+const stringCache = new Map<string, CompiledNode>();
+
+function compileCached(template: string, path: string): CompiledNode {
+  const key = `${path}\u0000${template}`;
+  let node = stringCache.get(key);
+  if (node === undefined) {
+    node = compileString(template, path, false);
+    if (stringCache.size >= STRING_CACHE_SIZE) stringCache.clear();
+    stringCache.set(key, node);
+  }
+  return node;
+}
+
+/** Renders one template to a string (never typed), e.g. a throttle key. */
+export function renderString(template: string, context: TemplateContext, path = 'template'): string {
+  const node = compileCached(template, path);
+  return node.kind === 'text' ? String(renderTemplates(textEngine, node.templates, context, node.path)) : template;
+}

@@ -1,0 +1,77 @@
+/** Read side of the admin API: what happened to events, executions and action runs. */
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { In, LessThan, Repository, type FindOptionsWhere } from 'typeorm';
+import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.entity.js';
+import { DomainError } from '../errors.js';
+import { EventEntity, type EventStatus } from '../intake/event.entity.js';
+import { ExecutionEntity } from '../processing/execution.entity.js';
+import { decodeCursor, toPage, type Page } from './pagination.js';
+import { actionRunView, eventSummary, executionView, parsed } from './views.js';
+
+const EVENT_STATUSES: EventStatus[] = ['received', 'processed', 'ignored', 'failed', 'loop_blocked'];
+const RUN_STATUSES: ActionRunStatus[] = ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped'];
+
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
+const isPair = (v: unknown): v is [string, string] =>
+  Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string';
+
+function checkStatus<T extends string>(raw: string | undefined, allowed: T[]): T | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  if (!allowed.includes(raw as T)) {
+    throw new DomainError('validation_failed', `status must be one of ${allowed.join(', ')}`, [
+      { field: 'status', message: `must be one of ${allowed.join(', ')}` },
+    ]);
+  }
+  return raw as T;
+}
+
+@Injectable()
+export class AdminQueryService {
+  constructor(
+    @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
+    @InjectRepository(ExecutionEntity) private readonly executions: Repository<ExecutionEntity>,
+    @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
+  ) {}
+
+  async listEvents(filter: { type?: string; status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
+    const where: FindOptionsWhere<EventEntity> = {};
+    if (filter.type) where.type = filter.type;
+    const status = checkStatus(filter.status, EVENT_STATUSES);
+    if (status) where.status = status;
+    const after = decodeCursor(filter.cursor, isNumber);
+    if (after !== undefined) where.seq = LessThan(after);
+    const rows = await this.events.find({ where, order: { seq: 'DESC' }, take: limit + 1 });
+    return toPage(rows, limit, eventSummary, (e) => e.seq);
+  }
+
+  async getEvent(id: string) {
+    const event = await this.events.findOneBy({ eventId: id });
+    if (!event) throw new DomainError('not_found', `no event with id ${id}`);
+    const executions = await this.executions.find({ where: { eventSeq: event.seq }, order: { createdAt: 'ASC' } });
+    const runs = executions.length
+      ? await this.runs.find({ where: { executionId: In(executions.map((x) => x.id)) } })
+      : [];
+    return {
+      ...eventSummary(event),
+      payload: parsed(event.payload),
+      rules: parsed(event.explanation) ?? [],
+      executions: executions.map((x) => executionView(x, runs)),
+    };
+  }
+
+  async listActionRuns(filter: { status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
+    const where: FindOptionsWhere<ActionRunEntity>[] = [];
+    const status = checkStatus(filter.status, RUN_STATUSES);
+    const base: FindOptionsWhere<ActionRunEntity> = status ? { status } : {};
+    const after = decodeCursor(filter.cursor, isPair);
+    if (after) {
+      // Keyset pagination on (updated_at, id), newest first.
+      where.push({ ...base, updatedAt: LessThan(after[0]) }, { ...base, updatedAt: after[0], id: LessThan(after[1]) });
+    } else {
+      where.push(base);
+    }
+    const rows = await this.runs.find({ where, order: { updatedAt: 'DESC', id: 'DESC' }, take: limit + 1 });
+    return toPage(rows, limit, actionRunView, (r) => [r.updatedAt, r.id]);
+  }
+}

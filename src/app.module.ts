@@ -1,0 +1,55 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ActionRunner } from './actions/action-runner.js';
+import { ServiceClient } from './actions/service-client.js';
+import { AdminActionsController } from './admin/admin-actions.controller.js';
+import { AdminEventsController } from './admin/admin-events.controller.js';
+import { AdminQueryService } from './admin/admin-query.service.js';
+import { AdminGuard } from './admin/admin.guard.js';
+import { CLOCK, type Clock, systemClock } from './clock.js';
+import { ENGINE_CONFIG, type EngineConfig } from './config/config.js';
+import { dataSourceOptions, ENTITIES } from './database/data-source.js';
+import { Database } from './database/database.service.js';
+import { ErrorFilter } from './error.filter.js';
+import { EventWriter } from './intake/event-writer.js';
+import { IntakeController } from './intake/intake.controller.js';
+import { IntakeService } from './intake/intake.service.js';
+import { HealthController } from './observability/health.controller.js';
+import { EventProcessor } from './processing/event-processor.js';
+import { WorkQueue } from './processing/work-queue.js';
+import { Workers } from './processing/workers.js';
+import { RuleRegistry } from './rules/rule-registry.service.js';
+
+/** Composition only: intake → rules → actions, with storage under all three. */
+@Module({})
+export class AppModule {
+  static forConfig(config: EngineConfig, clock: Clock = systemClock): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [TypeOrmModule.forRoot(dataSourceOptions(config.databaseUrl)), TypeOrmModule.forFeature(ENTITIES)],
+      controllers: [IntakeController, AdminEventsController, AdminActionsController, HealthController],
+      providers: [
+        { provide: ENGINE_CONFIG, useValue: config },
+        { provide: CLOCK, useValue: clock },
+        { provide: APP_FILTER, useClass: ErrorFilter },
+        Database,
+        // intake
+        EventWriter,
+        IntakeService,
+        // rules
+        RuleRegistry,
+        // actions
+        ServiceClient,
+        ActionRunner,
+        // processing
+        WorkQueue,
+        EventProcessor,
+        Workers,
+        // admin
+        AdminGuard,
+        AdminQueryService,
+      ],
+    };
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * DATABASE_URL → TypeORM options. SQLite (through better-sqlite3, in WAL mode) is
+ * the embedded default; PostgreSQL is the scale-out path. The schema comes from
+ * migrations on both; nothing is synchronised from the entities.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { DataSourceOptions } from 'typeorm';
+import { ActionRunEntity } from '../actions/action-run.entity.js';
+import { EventEntity } from '../intake/event.entity.js';
+import { ExecutionEntity } from '../processing/execution.entity.js';
+import { ResourceSnapshotEntity } from '../processing/resource-snapshot.entity.js';
+import { RuleStateEntity } from '../rules/rule-state.entity.js';
+import { InitialSchema1764000000000 } from './migrations/1764000000000-initial-schema.js';
+
+export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity];
+export const MIGRATIONS = [InitialSchema1764000000000];
+
+export type DatabaseKind = 'sqlite' | 'postgres';
+
+export function databaseKind(url: string): DatabaseKind {
+  return url.startsWith('postgres') ? 'postgres' : 'sqlite';
+}
+
+export function dataSourceOptions(url: string): DataSourceOptions {
+  const common = { entities: ENTITIES, migrations: MIGRATIONS, migrationsRun: true, logging: false } as const;
+  if (databaseKind(url) === 'postgres') {
+    return { ...common, type: 'postgres', url, poolSize: 10 };
+  }
+  const file = url.slice('sqlite:'.length);
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  return {
+    ...common,
+    type: 'better-sqlite3',
+    database: file,
+    enableWAL: file !== ':memory:',
+    // Readers never block the writer in WAL; a busy writer is waited for, not failed;
+    // FULL makes every acknowledged commit survive a power cut, not only a crash.
+    prepareDatabase: (db: { pragma(sql: string): unknown }) => {
+      db.pragma('busy_timeout = 5000');
+      db.pragma('synchronous = FULL');
+    },
+  };
+}

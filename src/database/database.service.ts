@@ -1,0 +1,36 @@
+/**
+ * All writes go through `write()`, which runs them as one transaction.
+ *
+ * Why: TypeORM drives SQLite through a single shared connection, so two
+ * transactions started concurrently from different async flows would nest as
+ * savepoints of each other, and a plain statement from one flow would land
+ * inside another flow's open transaction (and be rolled back with it). On SQLite
+ * writes are therefore serialised by a mutex; each is short (better-sqlite3 is
+ * synchronous and nothing slow, such as an HTTP call, ever runs inside one).
+ * PostgreSQL has a connection pool and real isolation, so there the mutex is
+ * skipped.
+ */
+import { Injectable } from '@nestjs/common';
+import { Mutex } from 'async-mutex';
+import { DataSource, type EntityManager } from 'typeorm';
+import type { DatabaseKind } from './data-source.js';
+import { kindOf } from './sql.js';
+
+@Injectable()
+export class Database {
+  private readonly mutex = new Mutex();
+  readonly kind: DatabaseKind;
+
+  constructor(readonly dataSource: DataSource) {
+    this.kind = kindOf(dataSource);
+  }
+
+  get manager(): EntityManager {
+    return this.dataSource.manager;
+  }
+
+  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    if (this.kind === 'postgres') return this.dataSource.transaction(work);
+    return this.mutex.runExclusive(() => this.dataSource.transaction(work));
+  }
+}

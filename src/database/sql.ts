@@ -1,0 +1,35 @@
+/**
+ * The few statements TypeORM's builders cannot say portably (insert-or-ignore
+ * with RETURNING, claiming with SKIP LOCKED) are written once with `?`
+ * placeholders and adapted to the database here.
+ */
+import type { DataSource, EntityManager } from 'typeorm';
+import { databaseKind, type DatabaseKind } from './data-source.js';
+
+export function kindOf(dataSource: DataSource): DatabaseKind {
+  return dataSource.options.type === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+export function toDialect(sql: string, kind: DatabaseKind): string {
+  if (kind === 'sqlite') return sql;
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+/** Runs a statement and returns its rows (RETURNING rows for writes) on either database. */
+export async function queryRows<T = Record<string, unknown>>(
+  manager: EntityManager,
+  sql: string,
+  params: unknown[] = [],
+): Promise<T[]> {
+  const kind = kindOf(manager.connection);
+  const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
+  try {
+    const result = await runner.query(toDialect(sql, kind), params, true);
+    return (result.records ?? []) as T[];
+  } finally {
+    if (!manager.queryRunner) await runner.release();
+  }
+}
+
+export { databaseKind };

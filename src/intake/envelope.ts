@@ -1,0 +1,69 @@
+/**
+ * The event envelope (SPEC section 4), parsed from the raw body without letting
+ * `__proto__` or `constructor.prototype` keys reach any object's prototype.
+ */
+import { createHash } from 'node:crypto';
+import secureJson from 'secure-json-parse';
+
+export interface EventEnvelope {
+  id: string;
+  type: string;
+  created_at?: string;
+  data: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export type EnvelopeResult =
+  | { ok: true; envelope: EventEnvelope; resourceKey: string | null }
+  | { ok: false; code: 'invalid_json' | 'invalid_event'; message: string };
+
+const MAX_ID = 255;
+const MAX_TYPE = 200;
+/** The kinds of resource an event can be about, in the order they are looked for. */
+const RESOURCE_KINDS = ['task', 'project', 'user', 'workflow_run', 'workflow'];
+
+export function safeJsonParse(text: string): unknown {
+  return secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' });
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function resourceKeyOf(data: Record<string, unknown>): string | null {
+  for (const kind of RESOURCE_KINDS) {
+    const resource = data[kind];
+    if (isObject(resource) && (typeof resource.id === 'string' || typeof resource.id === 'number')) {
+      return `${kind}:${String(resource.id)}`.slice(0, 300);
+    }
+  }
+  return null;
+}
+
+export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
+  let parsed: unknown;
+  try {
+    parsed = safeJsonParse(rawBody.toString('utf8'));
+  } catch (error) {
+    return { ok: false, code: 'invalid_json', message: `body is not valid JSON: ${(error as Error).message}` };
+  }
+  if (!isObject(parsed)) return { ok: false, code: 'invalid_event', message: 'event must be a JSON object' };
+  const { type, id, data } = parsed;
+  if (typeof type !== 'string' || type.trim() === '') {
+    return { ok: false, code: 'invalid_event', message: 'event.type is required and must be a non-empty string' };
+  }
+  if (type.length > MAX_TYPE) return { ok: false, code: 'invalid_event', message: `event.type is longer than ${MAX_TYPE} characters` };
+  if (id !== undefined && (typeof id !== 'string' || id === '' || id.length > MAX_ID)) {
+    return { ok: false, code: 'invalid_event', message: `event.id must be a non-empty string of at most ${MAX_ID} characters` };
+  }
+  if (data !== undefined && !isObject(data)) {
+    return { ok: false, code: 'invalid_event', message: 'event.data must be an object' };
+  }
+  const envelope: EventEnvelope = {
+    ...parsed,
+    id: typeof id === 'string' ? id : createHash('sha256').update(rawBody).digest('hex'),
+    type,
+    data: (data as Record<string, unknown> | undefined) ?? {},
+  };
+  return { ok: true, envelope, resourceKey: resourceKeyOf(envelope.data) };
+}

@@ -1,0 +1,63 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CLOCK, type Clock } from '../clock.js';
+import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { DomainError } from '../errors.js';
+import { parseEnvelope } from './envelope.js';
+import { EventWriter, type WriteOutcome } from './event-writer.js';
+import { verifySignature } from './signature.js';
+
+export interface IntakeResult {
+  id: string;
+  status: WriteOutcome;
+}
+
+@Injectable()
+export class IntakeService {
+  private accepting = true;
+
+  constructor(
+    @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
+    @Inject(CLOCK) private readonly clock: Clock,
+    private readonly writer: EventWriter,
+  ) {}
+
+  /** Refuse new webhooks (503) from now on: the engine is shutting down. */
+  stopAccepting(): void {
+    this.accepting = false;
+  }
+
+  /** Checks the secret is configured before the body is even read. */
+  assertReady(): void {
+    if (!this.accepting) throw new DomainError('shutting_down', 'the engine is shutting down; deliver again later');
+    if (this.config.webhookSecrets.length === 0) {
+      throw new DomainError('webhook_secret_not_configured', 'WEBHOOK_SECRET is not set, so no webhook can be verified');
+    }
+  }
+
+  async receiveWebhook(rawBody: Buffer, signature: string | undefined): Promise<IntakeResult> {
+    this.assertReady();
+    const check = verifySignature(rawBody, signature, {
+      scheme: this.config.webhookSignatureScheme,
+      secrets: this.config.webhookSecrets,
+      toleranceSeconds: this.config.webhookToleranceSeconds,
+      now: this.clock.now(),
+    });
+    if (!check.ok) throw new DomainError(check.code, check.reason);
+    return this.accept(rawBody, 'webhook');
+  }
+
+  /** Stores an event that needs no signature (admin injection). */
+  async accept(rawBody: Buffer, source: 'webhook' | 'admin'): Promise<IntakeResult> {
+    const parsed = parseEnvelope(rawBody);
+    if (!parsed.ok) throw new DomainError(parsed.code, parsed.message);
+    const { envelope, resourceKey } = parsed;
+    const status = await this.writer.write({
+      eventId: envelope.id,
+      type: envelope.type,
+      resourceKey,
+      source,
+      payload: rawBody.toString('utf8'),
+    });
+    return { id: envelope.id, status };
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Structured JSON-lines logging for Nest and the engine, one object per line.
+ * Every line passes through the redactor, so a secret that reaches a message
+ * (an upstream error echoing a header, a misconfigured value) is never written.
+ */
+import type { LoggerService } from '@nestjs/common';
+import type { LogLevel } from '../config/config.js';
+
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export class Redactor {
+  private readonly secrets: string[];
+
+  constructor(secrets: string[]) {
+    // Longest first, so a secret that contains another is replaced whole.
+    this.secrets = [...new Set(secrets.filter((s) => s.length >= 4))].sort((a, b) => b.length - a.length);
+  }
+
+  redact(text: string): string {
+    let out = text;
+    for (const secret of this.secrets) if (out.includes(secret)) out = out.split(secret).join('[redacted]');
+    return out.replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/g, '$1[redacted]');
+  }
+}
+
+export class JsonLogger implements LoggerService {
+  constructor(
+    private readonly level: LogLevel,
+    private readonly redactor: Redactor,
+    private readonly write: (line: string) => void = (line) => process.stdout.write(line),
+  ) {}
+
+  log(message: unknown, ...rest: unknown[]): void {
+    this.emit('info', message, rest);
+  }
+  error(message: unknown, ...rest: unknown[]): void {
+    this.emit('error', message, rest);
+  }
+  warn(message: unknown, ...rest: unknown[]): void {
+    this.emit('warn', message, rest);
+  }
+  debug(message: unknown, ...rest: unknown[]): void {
+    this.emit('debug', message, rest);
+  }
+  verbose(message: unknown, ...rest: unknown[]): void {
+    this.emit('debug', message, rest);
+  }
+
+  private emit(level: LogLevel, message: unknown, rest: unknown[]): void {
+    if (ORDER[level] < ORDER[this.level]) return;
+    // Nest passes the context last; an error's stack comes before it.
+    const context = typeof rest[rest.length - 1] === 'string' ? (rest.pop() as string) : undefined;
+    const entry: Record<string, unknown> = { time: new Date().toISOString(), level };
+    if (context) entry.context = context;
+    if (message !== null && typeof message === 'object' && !(message instanceof Error)) Object.assign(entry, message);
+    else entry.msg = message instanceof Error ? message.message : String(message);
+    if (rest.length > 0 && typeof rest[0] === 'string') entry.stack = rest[0];
+    this.write(`${this.redactor.redact(safeStringify(entry))}\n`);
+  }
+}
+
+function safeStringify(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return JSON.stringify({ msg: '[unserialisable log entry]' });
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Claiming work from the database, the same way on SQLite and PostgreSQL.
+ *
+ * Work is a row (an event to evaluate, an action run to perform) that a worker
+ * takes by writing a lease on it in one UPDATE … WHERE id IN (SELECT … LIMIT n)
+ * … RETURNING statement. On PostgreSQL the inner SELECT adds FOR UPDATE SKIP
+ * LOCKED, so replicas sharing the database never take the same row and never
+ * wait on each other; SQLite has one writer, which makes the statement atomic by
+ * itself. A lease expires: work held by a process that died is taken again by
+ * whoever claims next, and because the work's results are committed together
+ * with the status change that ends it (guarded by the lease owner), it is done
+ * once.
+ *
+ * Per-resource order: an event is claimable only when no earlier event about the
+ * same resource is still waiting and no earlier event's action runs on it are
+ * unfinished.
+ */
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { CLOCK, isoIn, type Clock } from '../clock.js';
+import { Database } from '../database/database.service.js';
+import { queryRows } from '../database/sql.js';
+
+export interface ClaimedEvent {
+  seq: number;
+  event_id: string;
+  type: string;
+  resource_key: string | null;
+  payload: string;
+  depth: number;
+  attempts: number;
+}
+
+export interface ClaimedActionRun {
+  id: string;
+  execution_id: string;
+  event_seq: number;
+  resource_key: string | null;
+  rule_id: string;
+  position: number;
+  action_id: string | null;
+  type: string;
+  attempts: number;
+}
+
+export const EVENT_LEASE_MS = 30_000;
+
+@Injectable()
+export class WorkQueue {
+  /** Identifies this process's leases. */
+  readonly owner = randomUUID();
+
+  constructor(
+    private readonly db: Database,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  private get skipLocked(): string {
+    return this.db.kind === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
+  }
+
+  async claimEvents(limit: number): Promise<ClaimedEvent[]> {
+    const now = this.clock.now().toISOString();
+    const sql = `
+      UPDATE events SET lease_owner = ?, lease_until = ?
+      WHERE seq IN (
+        SELECT e.seq FROM events e
+        WHERE e.status = 'received' AND e.next_attempt_at <= ?
+          AND (e.lease_until IS NULL OR e.lease_until < ?)
+          AND NOT EXISTS (SELECT 1 FROM events p
+                          WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq)
+          AND NOT EXISTS (SELECT 1 FROM action_runs a
+                          WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
+                            AND a.status IN ('pending', 'running', 'retrying'))
+        ORDER BY e.seq LIMIT ? ${this.skipLocked})
+      RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
+    const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
+    const rows = await this.db.write((manager) => queryRows<ClaimedEvent>(manager, sql, params));
+    return rows.sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
+  async claimActionRuns(limit: number, leaseMs: number): Promise<ClaimedActionRun[]> {
+    const now = this.clock.now().toISOString();
+    const sql = `
+      UPDATE action_runs
+      SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+      WHERE id IN (
+        SELECT id FROM action_runs
+        WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ?
+          AND (lease_until IS NULL OR lease_until < ?)
+        ORDER BY next_attempt_at LIMIT ? ${this.skipLocked})
+      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts`;
+    const params = [this.owner, isoIn(this.clock, leaseMs), now, now, now, limit];
+    return this.db.write((manager) => queryRows<ClaimedActionRun>(manager, sql, params));
+  }
+
+  /**
+   * On SQLite exactly one engine process owns the file, so leases left by a
+   * previous run of it are void at start-up: its work resumes at once instead
+   * of after the lease runs out.
+   */
+  async releaseStaleLeases(): Promise<void> {
+    if (this.db.kind !== 'sqlite') return;
+    await this.db.write(async (manager) => {
+      await queryRows(manager, `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE status = 'received'`);
+      await queryRows(
+        manager,
+        `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL WHERE status IN ('pending', 'retrying', 'running')`,
+      );
+    });
+  }
+
+  /** Gives back an event lease without changing anything else (shutdown). */
+  async releaseMine(): Promise<void> {
+    const sql = `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND status = 'received'`;
+    await this.db.write((manager) => queryRows(manager, sql, [this.owner]));
+  }
+}

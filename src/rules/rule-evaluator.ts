@@ -1,0 +1,204 @@
+/**
+ * Evaluates rules' conditions against an event with json-rules-engine and
+ * records every condition's outcome, so "why did (or didn't) this rule fire?"
+ * has an answer (SPEC 6, Explanations).
+ *
+ * Each rule is compiled once into a json-rules-engine Rule inside its own
+ * Engine (operators, fact priorities), cached per LoadedRule. Per event we do
+ * not call `engine.run()`: concurrent runs of one Engine share its `status`
+ * field, and a run that finishes while another is starting makes the other
+ * skip its rules and report nothing (seen with json-rules-engine 7.3.1 when two
+ * events meet the same rule). `Rule#evaluate(almanac)`, the step `run()`
+ * performs for each rule, keeps no state of its own, and the Almanac it is
+ * given (an EventAlmanac, a few Map entries) carries the event's facts.
+ */
+import { Engine, Rule, type Almanac, type RuleResult, type TopLevelCondition as JreCondition } from 'json-rules-engine';
+import { EventAlmanac, FACT_NAMES, RULE_FACTS, type EventFacts, type FactScope, type RuleEvent } from './facts.js';
+import { addExtraOperators } from './operators.js';
+import type { CandidateOptions, ExcludedRule, RuleIndex } from './rule-index.js';
+import type { Condition, LoadedRule, TopLevelCondition } from './rule.types.js';
+
+export interface ConditionResult {
+  fact: string;
+  path?: string;
+  params?: Record<string, unknown>;
+  operator: string;
+  /** The expected value (resolved, when it is a `{fact: …}` reference). */
+  value: unknown;
+  /** What the fact (at `path`) held; absent when it was undefined. */
+  factValue: unknown;
+  result: boolean;
+  /** Where the condition sits, e.g. `all[1].any[0]`. */
+  group: string;
+  /** Not evaluated: json-rules-engine had decided without it, or the rule could not run. */
+  skipped?: true;
+  /** The fact could not be obtained (a lookup failed). */
+  error?: string;
+}
+
+export interface RuleEvaluation {
+  ruleId: string;
+  ruleVersion: string;
+  matched: boolean;
+  conditions: ConditionResult[];
+  error?: string;
+}
+
+export interface EventEvaluation {
+  /** One per candidate rule, by priority (higher first) then id. */
+  evaluations: RuleEvaluation[];
+  /** Rules the index skipped, with the reason; empty unless `explainExcluded`. */
+  excluded: ExcludedRule[];
+}
+
+/** `Rule#evaluate` exists on every json-rules-engine version but is not in its typings. */
+type EvaluableRule = Rule & { evaluate(almanac: Almanac): Promise<RuleResult> };
+
+interface CompiledRule {
+  scope: FactScope;
+  rule?: EvaluableRule;
+  /** Why the rule cannot be evaluated at all (unknown fact, invalid conditions). */
+  error?: string;
+}
+
+const compiledRules = new WeakMap<LoadedRule, CompiledRule>();
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function factsUsed(condition: Condition, names: Set<string>): Set<string> {
+  if ('all' in condition) condition.all.forEach((child) => factsUsed(child, names));
+  else if ('any' in condition) condition.any.forEach((child) => factsUsed(child, names));
+  else if ('not' in condition) factsUsed(condition.not, names);
+  else {
+    names.add(condition.fact);
+    const value = condition.value as { fact?: unknown } | null;
+    if (typeof value === 'object' && value !== null && typeof value.fact === 'string') names.add(value.fact);
+  }
+  return names;
+}
+
+function buildRule(conditions: TopLevelCondition, id: string): EvaluableRule {
+  const engine = new Engine([], { allowUndefinedFacts: true });
+  addExtraOperators(engine);
+  // Registered for their priorities, which order the conditions; values come from the almanac.
+  for (const fact of RULE_FACTS) engine.addFact(fact);
+  const rule = new Rule({ conditions: conditions as JreCondition, event: { type: 'matched' }, name: id });
+  engine.addRule(rule);
+  return rule as EvaluableRule;
+}
+
+function compile(rule: LoadedRule): CompiledRule {
+  const { conditions, name, schedule } = rule.definition;
+  const scope: FactScope = { rule: { id: rule.id, name }, timezone: schedule?.timezone };
+  if (conditions === undefined) return { scope };
+  const unknown = [...factsUsed(conditions, new Set())].filter((fact) => !FACT_NAMES.has(fact));
+  if (unknown.length > 0) {
+    const known = [...FACT_NAMES].join(', ');
+    return { scope, error: `unknown fact ${unknown.map((fact) => `"${fact}"`).join(', ')} (facts are: ${known})` };
+  }
+  try {
+    return { scope, rule: buildRule(conditions, rule.id) };
+  } catch (error) {
+    return { scope, error: `invalid conditions: ${messageOf(error)}` };
+  }
+}
+
+function compiled(rule: LoadedRule): CompiledRule {
+  let result = compiledRules.get(rule);
+  if (result === undefined) {
+    result = compile(rule);
+    compiledRules.set(rule, result);
+  }
+  return result;
+}
+
+/** Compiles rules ahead of their first event (otherwise done lazily, once per LoadedRule). */
+export function compileRules(rules: readonly LoadedRule[]): void {
+  for (const rule of rules) compiled(rule);
+}
+
+/** A condition as written, or as json-rules-engine returns it with its outcome. */
+interface ConditionNode {
+  all?: ConditionNode[];
+  any?: ConditionNode[];
+  not?: ConditionNode;
+  fact?: string;
+  path?: string;
+  params?: Record<string, unknown>;
+  operator?: string;
+  value?: unknown;
+  factResult?: unknown;
+  valueResult?: unknown;
+  result?: boolean;
+}
+
+function leafResult(node: ConditionNode, group: string, failures?: ReadonlyMap<string, string>): ConditionResult {
+  const evaluated = typeof node.result === 'boolean';
+  const fact = String(node.fact);
+  const result: ConditionResult = {
+    fact,
+    operator: String(node.operator),
+    value: evaluated ? node.valueResult : node.value,
+    factValue: node.factResult,
+    result: node.result === true,
+    group,
+  };
+  if (node.path !== undefined) result.path = node.path;
+  if (node.params !== undefined) result.params = node.params;
+  if (!evaluated) result.skipped = true;
+  const failure = failures?.get(fact);
+  if (evaluated && failure !== undefined) result.error = failure;
+  return result;
+}
+
+/** Depth-first, in the order written: one entry per leaf condition. */
+export function flattenConditions(
+  node: ConditionNode,
+  failures?: ReadonlyMap<string, string>,
+  group = '',
+  out: ConditionResult[] = [],
+): ConditionResult[] {
+  const at = (step: string) => (group === '' ? step : `${group}.${step}`);
+  if (Array.isArray(node.all)) node.all.forEach((child, i) => flattenConditions(child, failures, at(`all[${i}]`), out));
+  else if (Array.isArray(node.any)) node.any.forEach((child, i) => flattenConditions(child, failures, at(`any[${i}]`), out));
+  else if (node.not !== undefined) flattenConditions(node.not, failures, at('not'), out);
+  else out.push(leafResult(node, group, failures));
+  return out;
+}
+
+export async function evaluateRule(rule: LoadedRule, facts: EventFacts): Promise<RuleEvaluation> {
+  const base = { ruleId: rule.id, ruleVersion: rule.version };
+  const conditions = rule.definition.conditions;
+  if (conditions === undefined) return { ...base, matched: true, conditions: [] };
+  const { scope, rule: engineRule, error } = compiled(rule);
+  if (engineRule === undefined) {
+    return { ...base, matched: false, conditions: flattenConditions(conditions), error };
+  }
+  const almanac = new EventAlmanac(facts, scope);
+  let outcome: RuleResult;
+  try {
+    outcome = await engineRule.evaluate(almanac);
+  } catch (thrown) {
+    // e.g. an unknown operator or an invalid regular expression: the rule's bug, recorded as its outcome.
+    return { ...base, matched: false, conditions: flattenConditions(conditions), error: messageOf(thrown) };
+  }
+  const results = flattenConditions(outcome.conditions as ConditionNode, almanac.failures);
+  if (almanac.failures.size > 0) {
+    return { ...base, matched: false, conditions: results, error: [...almanac.failures.values()].join('; ') };
+  }
+  return { ...base, matched: outcome.result === true, conditions: results };
+}
+
+/** Evaluates every candidate rule for an event; they share the event's facts and lookups. */
+export async function evaluateEvent(
+  index: RuleIndex,
+  event: RuleEvent,
+  facts: EventFacts,
+  options: CandidateOptions = {},
+): Promise<EventEvaluation> {
+  const { evaluate, excluded } = index.candidates(event, options);
+  const evaluations = await Promise.all(evaluate.map((rule) => evaluateRule(rule, facts)));
+  return { evaluations, excluded };
+}

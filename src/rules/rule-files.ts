@@ -1,0 +1,166 @@
+/**
+ * Rule files → loaded rules. A folder is read recursively in path order, so
+ * when two files define the same id the result does not depend on the file
+ * system: the first path wins and the later one gets the problem. A bad rule
+ * never hides the good ones, not even those next to it in the same array file.
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { jsonPath } from './rule-schema.js';
+import { validateRule } from './rule-validation.js';
+import type { LoadedRule, RuleDefinition, RuleProblem, RuleSource } from './rule.types.js';
+
+export interface RuleFiles {
+  rules: LoadedRule[];
+  problems: RuleProblem[];
+  /** Every file read, as shown in problems. */
+  files: string[];
+}
+
+/** A valid rule of a file; `index` is its position when the file holds an array. */
+export interface ParsedRule {
+  definition: RuleDefinition;
+  index?: number;
+}
+
+const SCHEMA_FILE = 'rule.schema.json';
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value === null || typeof value !== 'object') return value;
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(entries.map(([key, item]) => [key, canonical(item)]));
+}
+
+/** First 16 hex characters of the SHA-256 of the definition's JSON with sorted keys. */
+export function ruleVersion(definition: RuleDefinition): string {
+  return createHash('sha256').update(JSON.stringify(canonical(definition))).digest('hex').slice(0, 16);
+}
+
+/** A validated definition as the engine keeps it, whether it came from a file or the admin API. */
+export function toLoadedRule(definition: RuleDefinition, source: RuleSource): LoadedRule {
+  return {
+    id: definition.id,
+    definition,
+    source,
+    version: ruleVersion(definition),
+    triggers: definition.schedule !== undefined ? ['schedule.fired'] : [definition.on ?? []].flat(),
+    priority: definition.priority ?? 1,
+    enabled: definition.enabled ?? true,
+  };
+}
+
+function parseError(error: unknown): string {
+  const message = (error as Error).message.replace(/\s+/g, ' ');
+  return `invalid JSON: ${message}`;
+}
+
+function withLineAndColumn(message: string, text: string): string {
+  const position = /at position (\d+)/.exec(message)?.[1];
+  if (position === undefined) return message;
+  const before = text.slice(0, Number(position)).split('\n');
+  return `${message} (line ${before.length}, column ${before[before.length - 1].length + 1})`;
+}
+
+/** The rules and problems of one file's text; `file` is only used to name problems. */
+export function parseRuleFile(text: string, file: string): { rules: ParsedRule[]; problems: RuleProblem[] } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (error) {
+    return { rules: [], problems: [{ file, path: '$', message: withLineAndColumn(parseError(error), text) }] };
+  }
+  const items = Array.isArray(json) ? json.map((item: unknown, index) => ({ item, index })) : [{ item: json, index: undefined }];
+  const rules: ParsedRule[] = [];
+  const problems: RuleProblem[] = [];
+  for (const { item, index } of items) {
+    const found = validateRule(item, file, index);
+    if (found.length === 0) rules.push({ definition: item as RuleDefinition, index });
+    problems.push(...found);
+  }
+  return { rules, problems };
+}
+
+/** Inside the working directory: relative to it; elsewhere: absolute. */
+function displayPath(path: string): string {
+  const fromCwd = relative(process.cwd(), resolve(path));
+  return fromCwd === '' || fromCwd.startsWith('..') || isAbsolute(fromCwd) ? resolve(path) : fromCwd;
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false; // a dangling link is not a rule file
+  }
+}
+
+/** Rule file paths under `dir`, relative to it with `/`, sorted. */
+async function listRuleFiles(dir: string, prefix = ''): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const path = prefix === '' ? entry.name : `${prefix}/${entry.name}`;
+    // Dot-folders hold editor and VCS state; node_modules holds other people's JSON.
+    if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
+    if (entry.isDirectory()) found.push(...(await listRuleFiles(dir, path)));
+    else if (entry.name.endsWith('.json') && entry.name !== SCHEMA_FILE) {
+      if (entry.isFile() || (entry.isSymbolicLink() && (await isFile(join(dir, path))))) found.push(path);
+    }
+  }
+  return found.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+async function readText(path: string, file: string): Promise<string | RuleProblem> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    return { file, path: '$', message: `cannot read file: ${(error as Error).message}` };
+  }
+}
+
+async function loadFiles(base: string, paths: string[]): Promise<RuleFiles> {
+  const result: RuleFiles = { rules: [], problems: [], files: [] };
+  const owners = new Map<string, string>();
+  for (const path of paths) {
+    const file = displayPath(join(base, path));
+    result.files.push(file);
+    const text = await readText(join(base, path), file);
+    if (typeof text !== 'string') {
+      result.problems.push(text);
+      continue;
+    }
+    const parsed = parseRuleFile(text, file);
+    result.problems.push(...parsed.problems);
+    for (const { definition, index } of parsed.rules) {
+      const owner = owners.get(definition.id);
+      if (owner === undefined) {
+        owners.set(definition.id, file);
+        result.rules.push(toLoadedRule(definition, { kind: 'file', path }));
+      } else {
+        const message = `duplicate rule id "${definition.id}": already defined in ${owner}`;
+        result.problems.push({ file, path: jsonPath(['id'], index), message });
+      }
+    }
+  }
+  return result;
+}
+
+/**
+ * Every `*.json` under `dir` (except `rule.schema.json`, dot-folders and
+ * node_modules). Rule sources are relative to `dir`; problems name files
+ * relative to the working directory.
+ * @throws when `dir` cannot be listed (e.g. it does not exist).
+ */
+export async function loadRuleFiles(dir: string): Promise<RuleFiles> {
+  return loadFiles(dir, await listRuleFiles(dir));
+}
+
+/**
+ * A folder (as {@link loadRuleFiles}) or a single rule file, whose source path is its name.
+ * @throws when `path` does not exist.
+ */
+export async function loadRulePath(path: string): Promise<RuleFiles> {
+  if ((await stat(path)).isDirectory()) return loadRuleFiles(path);
+  return loadFiles(dirname(path), [basename(path)]);
+}
