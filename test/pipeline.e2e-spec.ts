@@ -5,7 +5,7 @@
 import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
 import { databasesUnderTest, type TestDatabase } from './support/databases.js';
 import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, deliver, waitFor } from './support/events.js';
+import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
 
 const followUp = {
   id: 'follow-up',
@@ -46,13 +46,13 @@ describe.each(kinds)('the main path on $name', (kind) => {
     const event = aTaskEvent('task.completed', { title: 'Ship 1.0' });
     const res = await deliver(engine.url, event);
     expect(res.status).toBe(202);
-    expect(await res.json()).toEqual({ id: event.id, status: 'accepted' });
+    expect(await body(res)).toEqual({ id: event.id, status: 'accepted' });
     const [request] = await waitFor(() => createdTasks().length === 1 && createdTasks(), 10_000, 'the follow-up task');
     expect(request.body).toMatchObject({ project_id: 'prj_1', title: 'Review: Ship 1.0' });
     expect(request.idempotencyKey).toEqual(expect.any(String));
     const detail = await waitFor(async () => {
-      const body = await (await engine.admin(`/admin/events/${event.id}`)).json();
-      return body.executions?.[0]?.status === 'succeeded' && body;
+      const answer = await body(engine.admin(`/admin/events/${event.id}`));
+      return answer.executions?.[0]?.status === "succeeded" && answer;
     });
     expect(detail.status).toBe('processed');
     expect(detail.rules[0]).toMatchObject({ rule: 'follow-up', outcome: 'matched' });
@@ -64,11 +64,18 @@ describe.each(kinds)('the main path on $name', (kind) => {
     const event = aTaskEvent('task.completed', { project_id: 'prj_2' });
     await deliver(engine.url, event);
     const detail = await waitFor(async () => {
-      const body = await (await engine.admin(`/admin/events/${event.id}`)).json();
-      return body.status !== 'received' && body;
+      const answer = await body(engine.admin(`/admin/events/${event.id}`));
+      return answer.status !== "received" && answer;
     });
     expect(detail.status).toBe('ignored');
     expect(detail.executions).toEqual([]);
+    expect(detail.rules).toEqual([
+      expect.objectContaining({
+        rule: 'follow-up',
+        outcome: 'not_matched',
+        conditions: [expect.objectContaining({ path: '$.data.task.project_id', operator: 'equal', value: 'prj_1', factValue: 'prj_2', result: false })],
+      }),
+    ]);
     expect(createdTasks()).toHaveLength(0);
   });
 
@@ -78,7 +85,7 @@ describe.each(kinds)('the main path on $name', (kind) => {
     expect((await deliver(engine.url, event)).status).toBe(202);
     const again = await deliver(engine.url, event);
     expect(again.status).toBe(200);
-    expect(await again.json()).toEqual({ id: event.id, status: 'duplicate' });
+    expect(await body(again)).toEqual({ id: event.id, status: 'duplicate' });
     await waitFor(() => createdTasks().length === 1, 10_000, 'one task');
     await new Promise((r) => setTimeout(r, 500));
     expect(createdTasks()).toHaveLength(1);

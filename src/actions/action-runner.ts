@@ -56,7 +56,7 @@ export class ActionRunner {
 
   /** The lease a run needs: one request and its answer, with room to record it. */
   get leaseMs(): number {
-    return this.config.serviceTimeoutMs + 30_000;
+    return this.config.serviceTimeoutMs + 5_000;
   }
 
   async perform(claim: ClaimedActionRun, leaseOwner: string): Promise<ActionRunStatus> {
@@ -84,17 +84,9 @@ export class ActionRunner {
   private async attempt(claim: ClaimedActionRun): Promise<RunResult> {
     const execution = await this.executions.findOneByOrFail({ id: claim.execution_id });
     const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
-    const action = rule.actions[claim.position];
-    let request: ServiceRequest;
-    try {
-      const params = renderParams(this.compile(rule, claim.position), await this.contextFor(claim, rule));
-      request = ACTION_HANDLERS[action.type as ActionType].toRequest((params ?? {}) as Record<string, unknown>);
-    } catch (error) {
-      if (error instanceof TemplateError || error instanceof ActionParamsError) {
-        return { status: 'failed', errorCode: error.code, errorMessage: error.message };
-      }
-      throw error;
-    }
+    const rendered = await this.requestFor(claim, rule);
+    if ('errorCode' in rendered) return { status: 'failed', ...rendered };
+    const request = rendered;
     if (this.config.dryRun) {
       return { status: 'skipped', request, response: dryRunResponse(claim, request) };
     }
@@ -111,6 +103,26 @@ export class ActionRunner {
       return { ...base, status: 'retrying', nextAttemptAt: new Date(this.clock.now().getTime() + decision.delayMs).toISOString() };
     }
     return { ...base, status: 'failed' };
+  }
+
+  /**
+   * The request is rendered once, at the first attempt, and sent unchanged on
+   * every retry: the Idempotency-Key promises the service the same request, and
+   * a template reading `now` would otherwise change it.
+   */
+  private async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<ServiceRequest | { errorCode: string; errorMessage: string }> {
+    const stored = await this.runs.findOne({ where: { id: claim.id }, select: { id: true, request: true } });
+    if (stored?.request) return JSON.parse(stored.request) as ServiceRequest;
+    try {
+      const params = renderParams(this.compile(rule, claim.position), await this.contextFor(claim, rule));
+      const type = rule.actions[claim.position].type as ActionType;
+      return ACTION_HANDLERS[type].toRequest((params ?? {}) as Record<string, unknown>);
+    } catch (error) {
+      if (error instanceof TemplateError || error instanceof ActionParamsError) {
+        return { errorCode: error.code, errorMessage: error.message };
+      }
+      throw error;
+    }
   }
 
   private compile(rule: RuleSnapshot, position: number): CompiledParams {

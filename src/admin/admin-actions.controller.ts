@@ -1,4 +1,4 @@
-import { Controller, Get, Param, Post, Query, UseGuards } from '@nestjs/common';
+import { Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { ActionRunner } from '../actions/action-runner.js';
 import { Workers } from '../processing/workers.js';
 import { AdminGuard } from './admin.guard.js';
@@ -21,6 +21,7 @@ export class AdminActionsController {
   }
 
   @Post(':id/retry')
+  @HttpCode(200)
   async retry(@Param('id') id: string) {
     const run = await this.runner.retryFailed(id);
     this.workers.nudgeActions();

@@ -6,6 +6,8 @@ import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.ent
 import { DomainError } from '../errors.js';
 import { EventEntity, type EventStatus } from '../intake/event.entity.js';
 import { ExecutionEntity } from '../processing/execution.entity.js';
+import { RuleRegistry } from '../rules/rule-registry.service.js';
+import type { EventEnvelope } from '../intake/envelope.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';
 import { actionRunView, eventSummary, executionView, parsed } from './views.js';
 
@@ -32,6 +34,7 @@ export class AdminQueryService {
     @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
     @InjectRepository(ExecutionEntity) private readonly executions: Repository<ExecutionEntity>,
     @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
+    private readonly registry: RuleRegistry,
   ) {}
 
   async listEvents(filter: { type?: string; status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
@@ -52,12 +55,32 @@ export class AdminQueryService {
     const runs = executions.length
       ? await this.runs.find({ where: { executionId: In(executions.map((x) => x.id)) } })
       : [];
+    const payload = parsed(event.payload);
     return {
       ...eventSummary(event),
-      payload: parsed(event.payload),
-      rules: parsed(event.explanation) ?? [],
+      payload,
+      rules: [...((parsed(event.explanation) as Array<{ rule: string }> | null) ?? []), ...this.excludedBefore(event, payload)],
       executions: executions.map((x) => executionView(x, runs)),
     };
+  }
+
+  /**
+   * Rules the index ruled out without evaluating them (a top-level `equal` on an
+   * event field that did not hold) are not stored per event, so that 10,000
+   * rules cost nothing per event; their explanation is derived here, from the
+   * stored payload and the rules loaded now.
+   */
+  private excludedBefore(event: EventEntity, payload: unknown) {
+    if (event.status === 'received' || event.explanation === null || typeof payload !== 'object' || payload === null) return [];
+    const { excluded } = this.registry.index.candidates(payload as EventEnvelope, { explainExcluded: true });
+    return excluded.map(({ rule, condition, factValue }) => ({
+      rule: rule.id,
+      ruleVersion: rule.version,
+      outcome: 'not_matched',
+      matched: false,
+      conditions: [{ ...condition, factValue, result: false }],
+      note: 'ruled out by the rule index before evaluation (explained from the rule as loaded now)',
+    }));
   }
 
   async listActionRuns(filter: { status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {

@@ -7,6 +7,8 @@ import type { LoggerService } from '@nestjs/common';
 import type { LogLevel } from '../config/config.js';
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+/** Nest's start-up chatter (every module and route) is useful only when debugging. */
+const CHATTY_CONTEXTS = new Set(['InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestFactory']);
 
 export class Redactor {
   private readonly secrets: string[];
@@ -31,7 +33,8 @@ export class JsonLogger implements LoggerService {
   ) {}
 
   log(message: unknown, ...rest: unknown[]): void {
-    this.emit('info', message, rest);
+    const context = rest[rest.length - 1];
+    this.emit(typeof context === 'string' && CHATTY_CONTEXTS.has(context) ? 'debug' : 'info', message, rest);
   }
   error(message: unknown, ...rest: unknown[]): void {
     this.emit('error', message, rest);

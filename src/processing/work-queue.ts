@@ -43,7 +43,8 @@ export interface ClaimedActionRun {
   attempts: number;
 }
 
-export const EVENT_LEASE_MS = 30_000;
+/** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
+export const EVENT_LEASE_MS = 15_000;
 
 @Injectable()
 export class WorkQueue {

@@ -53,6 +53,11 @@ export type LookupName = keyof typeof LOOKUPS;
 
 export const FACT_NAMES: ReadonlySet<string> = new Set(['event', 'now', 'changes', ...Object.keys(LOOKUPS)]);
 
+/** Facts that cost a call to the service. */
+export function isRemoteFact(name: string): boolean {
+  return Object.hasOwn(LOOKUPS, name);
+}
+
 // ---- now -----------------------------------------------------------------
 
 const WEEKDAYS: Record<string, number> = { Mon: 1, Tue: 2, Wed: 3, Thu: 4, Fri: 5, Sat: 6, Sun: 7 };

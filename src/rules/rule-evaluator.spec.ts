@@ -166,7 +166,7 @@ describe(evaluateEvent.name, () => {
     aRule({ id: 'a-by-template', priority: 5, conditions: { all: [onEvent('project_id', 'equal', 'prj_1'), projectIs('active')] } }),
     aRule({ id: 'b-by-literal', conditions: { all: [{ ...projectIs('active'), params: { id: 'prj_1' } }] } }),
     aRule({ id: 'c-decided-by-any', conditions: { any: [onEvent('title', 'matches', '^Release'), { fact: 'user', params: { id: 'usr_1' }, operator: 'isNotEmpty', value: true }] } }),
-    aRule({ id: 'd-decided-by-all', conditions: { all: [onEvent('status', 'equal', 'open'), { fact: 'tasks', params: { project_id: 'prj_1' }, operator: 'isEmpty', value: true }] } }),
+    aRule({ id: 'd-decided-by-all', conditions: { all: [onEvent('title', 'startsWith', 'Hotfix'), { fact: 'tasks', params: { project_id: 'prj_1' }, operator: 'isEmpty', value: true }] } }),
     aRule({ id: 'e-other-project', conditions: { all: [onEvent('project_id', 'equal', 'prj_2'), projectIs('active')] } }),
   ];
 
@@ -188,6 +188,19 @@ describe(evaluateEvent.name, () => {
     expect(evaluations[3].conditions[1]).toMatchObject({ fact: 'tasks', skipped: true });
     await evaluateEvent(index, anEvent(), factsFor(anEvent(), lookups));
     expect(lookups.calls).toEqual(['project:prj_1', 'project:prj_1']);
+  });
+
+  it('decides groups of event conditions before a lookup beside them', async () => {
+    const lookups = fakeLookups();
+    const rule = when({ all: [{ any: [onEvent('title', 'matches', '^Hotfix'), { not: onEvent('status', 'equal', 'completed') }] }, projectIs('active')] });
+    const evaluation = await evaluateRule(rule, factsFor(anEvent(), lookups));
+    expect(evaluation.matched).toBe(false);
+    expect(evaluation.conditions.map(({ group, skipped }) => [group, skipped ?? false])).toEqual([
+      ['all[0].any[0]', false],
+      ['all[0].any[1].not', false],
+      ['all[1]', true],
+    ]);
+    expect(lookups.calls).toEqual([]);
   });
 
   it('lists the rules the index left out, when asked', async () => {

@@ -13,10 +13,13 @@
  * given (an EventAlmanac, a few Map entries) carries the event's facts.
  */
 import { Engine, Rule, type Almanac, type RuleResult, type TopLevelCondition as JreCondition } from 'json-rules-engine';
-import { EventAlmanac, FACT_NAMES, RULE_FACTS, type EventFacts, type FactScope, type RuleEvent } from './facts.js';
+import {
+  EventAlmanac, FACT_NAMES, isRemoteFact, LOCAL_FACT_PRIORITY, REMOTE_FACT_PRIORITY, RULE_FACTS,
+  type EventFacts, type FactScope, type RuleEvent,
+} from './facts.js';
 import { addExtraOperators } from './operators.js';
 import type { CandidateOptions, ExcludedRule, RuleIndex } from './rule-index.js';
-import type { Condition, LoadedRule, TopLevelCondition } from './rule.types.js';
+import type { Condition, ConditionLeaf, LoadedRule, TopLevelCondition } from './rule.types.js';
 
 export interface ConditionResult {
   fact: string;
@@ -79,12 +82,39 @@ function factsUsed(condition: Condition, names: Set<string>): Set<string> {
   return names;
 }
 
+function refersToRemote(leaf: ConditionLeaf): boolean {
+  const value = leaf.value as { fact?: unknown } | null;
+  return isRemoteFact(leaf.fact) || (typeof value === 'object' && value !== null && isRemoteFact(String(value.fact)));
+}
+
+/**
+ * json-rules-engine orders a group's conditions by priority and stops once
+ * the group is decided, but gives every all/any/not group priority 1, the
+ * same as a lookup: a group of event conditions would then run side by side
+ * with a lookup it could have made unnecessary. Groups without an explicit
+ * priority get the priority of their slowest fact.
+ */
+function withGroupPriorities(condition: Condition): { condition: Condition; remote: boolean } {
+  if ('fact' in condition) return { condition, remote: refersToRemote(condition) };
+  let children: Condition[];
+  let rebuild: (children: Condition[]) => Condition;
+  if ('all' in condition) [children, rebuild] = [condition.all, (all) => ({ ...condition, all })];
+  else if ('any' in condition) [children, rebuild] = [condition.any, (any) => ({ ...condition, any })];
+  else [children, rebuild] = [[condition.not], ([not]) => ({ ...condition, not })];
+  const results = children.map(withGroupPriorities);
+  const remote = results.some((result) => result.remote);
+  const rebuilt = rebuild(results.map((result) => result.condition)) as Condition & { priority?: number };
+  rebuilt.priority ??= remote ? REMOTE_FACT_PRIORITY : LOCAL_FACT_PRIORITY;
+  return { condition: rebuilt, remote };
+}
+
 function buildRule(conditions: TopLevelCondition, id: string): EvaluableRule {
   const engine = new Engine([], { allowUndefinedFacts: true });
   addExtraOperators(engine);
   // Registered for their priorities, which order the conditions; values come from the almanac.
   for (const fact of RULE_FACTS) engine.addFact(fact);
-  const rule = new Rule({ conditions: conditions as JreCondition, event: { type: 'matched' }, name: id });
+  const prioritized = withGroupPriorities(conditions).condition as JreCondition;
+  const rule = new Rule({ conditions: prioritized, event: { type: 'matched' }, name: id });
   engine.addRule(rule);
   return rule as EvaluableRule;
 }

@@ -95,6 +95,7 @@ function inviteUser(ctx: RouteContext): RouteResult {
   checkText(body, 'email', true);
   checkText(body, 'role', false);
   const email = String(body.email).trim();
+  body.email = email;
   if (!EMAIL.test(email)) throw new SimError(400, 'validation_failed', 'email is not an email address');
   const taken = [...ctx.state.users.values()].some((u) => u.email.toLowerCase() === email.toLowerCase());
   if (taken) throw new SimError(409, 'conflict', `a user with email ${email} already exists`);

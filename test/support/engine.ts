@@ -81,22 +81,16 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   });
   const output: string[] = [];
   const url = `http://127.0.0.1:${port}`;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`engine did not start:\n${output.join('')}`)), 20_000);
-    const onData = (chunk: Buffer) => {
-      output.push(chunk.toString());
-      if (chunk.toString().includes('engine started')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`engine exited with ${code}:\n${output.join('')}`));
-    });
-  });
+  child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`engine exited with ${child.exitCode}:\n${output.join('')}`);
+    if (Date.now() > deadline) throw new Error(`engine did not start:\n${output.join('')}`);
+    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
   return {
     url,
     child,

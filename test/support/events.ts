@@ -47,3 +47,9 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false> | T
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
+
+/** The JSON body of an answer, loosely typed for assertions. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function body(res: Response | Promise<Response>): Promise<any> {
+  return (await res).json();
+}

@@ -1,0 +1,20 @@
+// Builds dist/ when it is missing or older than any source file, so `npm start`
+// and the other commands work on a fresh clone and after an edit.
+import { execSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+function newest(dir) {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
+  }
+  return latest;
+}
+
+const built = existsSync('dist/main.js') ? statSync('dist/main.js').mtimeMs : 0;
+if (built < Math.max(newest('src'), statSync('tsconfig.json').mtimeMs)) {
+  process.stderr.write('building dist/ …\n');
+  execSync('npx nest build', { stdio: 'inherit' });
+}

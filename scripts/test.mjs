@@ -1,0 +1,36 @@
+// `npm test`: type-check, build (the crash suite runs dist/main.js as a child
+// process), then every jest suite (unit specs beside the code, end-to-end
+// suites in test/), and a closing line that counts them.
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { stdio: 'inherit', ...options });
+  return result.status ?? 1;
+}
+
+if (run('npx', ['tsc', '-p', 'tsconfig.json', '--noEmit']) !== 0) {
+  console.error('type check failed');
+  process.exit(1);
+}
+if (run('npx', ['nest', 'build']) !== 0) {
+  console.error('build failed');
+  process.exit(1);
+}
+
+const report = join(tmpdir(), `jest-report-${process.pid}.json`);
+const status = run(
+  process.execPath,
+  ['--experimental-vm-modules', '--no-warnings=ExperimentalWarning', 'node_modules/jest/bin/jest.js', '--json', `--outputFile=${report}`, ...process.argv.slice(2)],
+);
+try {
+  const r = JSON.parse(readFileSync(report, 'utf8'));
+  const skipped = r.numPendingTests + r.numTodoTests;
+  console.log(`\ntests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
+  rmSync(report, { force: true });
+} catch {
+  console.log('\ntests: no report from jest');
+}
+process.exit(status);
