@@ -65,6 +65,16 @@ export class ActionRunner {
     return committed ? result.status : 'running';
   }
 
+  /** Something threw while performing the run: record it like a failed attempt. */
+  async recordCrash(claim: ClaimedActionRun, leaseOwner: string, error: Error): Promise<void> {
+    const failure = { kind: 'network' as const, code: 'engine_error', message: error.message };
+    const decision = decideAfterFailure(failure, claim.attempts, this.config.actionMaxAttempts, this.clock.now(), Math.random);
+    const result: RunResult = decision.retry
+      ? { status: 'retrying', errorCode: 'engine_error', errorMessage: error.message, nextAttemptAt: new Date(this.clock.now().getTime() + decision.delayMs).toISOString() }
+      : { status: 'failed', errorCode: 'engine_error', errorMessage: error.message };
+    await this.db.write((manager) => this.record(manager, claim, leaseOwner, result));
+  }
+
   /** Puts a failed run back in the queue (admin retry); the execution resumes from it. */
   async retryFailed(id: string): Promise<ActionRunEntity> {
     return this.db.write(async (manager) => {

@@ -66,6 +66,16 @@ export class EventProcessor {
     return this.db.write((manager) => this.commit(manager, claim, leaseOwner, verdict, resource));
   }
 
+  /**
+   * Something threw while handling the event (a bug, the database): record it,
+   * and try again later, so one poisonous event neither spins nor blocks its
+   * resource forever.
+   */
+  async recordCrash(claim: ClaimedEvent, leaseOwner: string, error: Error): Promise<void> {
+    const verdict = this.retryOrFail(claim, [], `processing failed: ${error.message}`);
+    await this.db.write((manager) => this.commit(manager, claim, leaseOwner, verdict, undefined));
+  }
+
   private async evaluate(claim: ClaimedEvent, envelope: EventEnvelope, changes: Changes): Promise<Verdict> {
     const lookups = new ServiceLookups(this.client);
     const now = this.clock.now();

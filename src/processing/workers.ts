@@ -7,7 +7,9 @@
  * work that becomes due by time (retries) or is created by another replica.
  *
  * This is the one catch boundary of processing: any throw while handling one
- * item is logged, and the item's lease runs out so it is taken again.
+ * item is logged and recorded on the item as a failed attempt (retried with
+ * backoff, failed for good after ACTION_MAX_ATTEMPTS); if even that cannot be
+ * written, the item's lease runs out and it is taken again.
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from '../actions/action-runner.js';
@@ -109,7 +111,10 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
-    const created = await this.guard(`event ${claim.event_id}`, () => this.processor.process(claim, this.queue.owner));
+    const what = `event ${claim.event_id}`;
+    const created = await this.guard(what, () => this.processor.process(claim, this.queue.owner), (error) =>
+      this.processor.recordCrash(claim, this.queue.owner, error),
+    );
     if (created) this.actions.nudge();
   }
 
@@ -132,7 +137,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 
   private async performAction(claim: ClaimedActionRun): Promise<void> {
-    const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner));
+    const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner), (error) =>
+      this.runner.recordCrash(claim, this.queue.owner, error),
+    );
     // A run that ended may unblock the next event about the same resource.
     if (status && status !== 'running' && status !== 'retrying') this.events.nudge();
   }
@@ -142,11 +149,13 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     return work.finally(() => this.inFlight.delete(work));
   }
 
-  private async guard<T>(what: string, work: () => Promise<T>): Promise<T | undefined> {
+  private async guard<T>(what: string, work: () => Promise<T>, record?: (error: Error) => Promise<void>): Promise<T | undefined> {
     try {
       return await work();
     } catch (error) {
       this.logger.error(`${what} failed: ${(error as Error).message}`, (error as Error).stack);
+      // If even recording fails (the database is down), the lease runs out and the work is taken again.
+      await record?.(error as Error).catch(() => undefined);
       return undefined;
     }
   }

@@ -1,0 +1,153 @@
+/**
+ * The load generator. It shares a machine (2 cores here) with the engine, so it
+ * is kept as cheap per request as Node allows: plain node:http over a keep-alive
+ * Agent, bodies and signatures computed before the clock starts, latencies
+ * written into a preallocated Float64Array, nothing parsed from the answers.
+ */
+import { Agent, request } from 'node:http';
+import { signBody } from '../intake/signature.js';
+
+export interface PreparedEvent {
+  id: string;
+  body: Buffer;
+  signature: string;
+}
+
+export interface LatencySummary {
+  count: number;
+  mean: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+}
+
+export interface ClosedLoopResult {
+  sent: number;
+  /** By HTTP status; 0 counts requests that got no answer (connection errors). */
+  statuses: Record<string, number>;
+  seconds: number;
+  latencyMs: LatencySummary;
+  /** The run ended because the prepared events ran out, not because time was up. */
+  ranOut: boolean;
+}
+
+export function prepareEvents(count: number, secret: string, make: (i: number) => { id: string }): PreparedEvent[] {
+  return Array.from({ length: count }, (_, i) => {
+    const event = make(i);
+    const body = Buffer.from(JSON.stringify(event));
+    return { id: event.id, body, signature: signBody(body, secret) };
+  });
+}
+
+/** Nearest-rank percentiles over the first `count` entries (sorts them in place). */
+export function summarize(samples: Float64Array, count: number): LatencySummary {
+  const sorted = samples.subarray(0, count).sort();
+  const at = (q: number): number => (count === 0 ? 0 : sorted[Math.min(count - 1, Math.ceil(q * count) - 1)]);
+  let sum = 0;
+  for (let i = 0; i < count; i++) sum += sorted[i];
+  return { count, mean: count ? sum / count : 0, p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: count ? sorted[count - 1] : 0 };
+}
+
+export class WebhookPoster {
+  readonly agent: Agent;
+  private readonly url: URL;
+
+  constructor(engineUrl: string, sockets: number) {
+    this.url = new URL('/webhooks', engineUrl);
+    this.agent = new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
+  }
+
+  /** Resolves with the HTTP status, or 0 when the request failed on the wire. */
+  post(event: PreparedEvent): Promise<number> {
+    return new Promise((resolve) => {
+      const req = request(
+        {
+          agent: this.agent,
+          hostname: this.url.hostname,
+          port: this.url.port,
+          path: this.url.pathname,
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'content-length': event.body.length,
+            'x-service-signature': event.signature,
+          },
+        },
+        (res) => {
+          res.on('end', () => resolve(res.statusCode ?? 0));
+          res.on('error', () => resolve(0));
+          res.resume();
+        },
+      );
+      req.on('error', () => resolve(0));
+      req.end(event.body);
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/**
+ * `connections` lanes, each sending its next event as soon as the previous one
+ * is answered (a closed loop: the rate is whatever the engine acknowledges).
+ */
+export async function closedLoop(poster: WebhookPoster, events: PreparedEvent[], connections: number, durationMs: number): Promise<ClosedLoopResult> {
+  const latencies = new Float64Array(events.length);
+  const statuses: Record<string, number> = {};
+  let next = 0;
+  let done = 0;
+  const started = performance.now();
+  const deadline = started + durationMs;
+  const lane = async (): Promise<void> => {
+    while (next < events.length && performance.now() < deadline) {
+      const event = events[next++];
+      const t0 = performance.now();
+      const status = await poster.post(event);
+      latencies[done++] = performance.now() - t0;
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, lane));
+  const seconds = (performance.now() - started) / 1000;
+  return { sent: done, statuses, seconds, latencyMs: summarize(latencies, done), ranOut: next >= events.length };
+}
+
+export interface OpenLoopResult {
+  /** Epoch milliseconds (sub-millisecond precision) at which each event was sent. */
+  sentAt: Map<string, number>;
+  statuses: Record<string, number>;
+  ackLatencyMs: LatencySummary;
+  seconds: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Sends at a fixed rate whatever the answers do (an open loop), so a slow
+ * engine shows up as latency instead of silently lowering the offered load.
+ */
+export async function openLoop(poster: WebhookPoster, events: PreparedEvent[], ratePerSecond: number): Promise<OpenLoopResult> {
+  const sentAt = new Map<string, number>();
+  const statuses: Record<string, number> = {};
+  const acks = new Float64Array(events.length);
+  let acked = 0;
+  const inFlight: Promise<void>[] = [];
+  const started = performance.now();
+  for (let i = 0; i < events.length; i++) {
+    const due = started + (i * 1000) / ratePerSecond;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    const t0 = performance.now();
+    sentAt.set(events[i].id, performance.timeOrigin + t0);
+    inFlight.push(poster.post(events[i]).then((status) => {
+      acks[acked++] = performance.now() - t0;
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }));
+  }
+  await Promise.all(inFlight);
+  return { sentAt, statuses, ackLatencyMs: summarize(acks, acked), seconds: (performance.now() - started) / 1000 };
+}

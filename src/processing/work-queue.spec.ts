@@ -1,0 +1,166 @@
+import { randomUUID } from 'node:crypto';
+import { ActionRunEntity } from '../actions/action-run.entity.js';
+import type { Database } from '../database/database.service.js';
+import { EventEntity } from '../intake/event.entity.js';
+import { EventWriter, type NewEvent } from '../intake/event-writer.js';
+import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
+import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { EVENT_LEASE_MS, WorkQueue } from './work-queue.js';
+
+const kinds = await databasesUnderTest('work queue');
+
+function anEvent(overrides: Partial<NewEvent> = {}): NewEvent {
+  const eventId = overrides.eventId ?? `evt_${randomUUID()}`;
+  return { eventId, type: 'task.updated', resourceKey: null, source: 'webhook', payload: JSON.stringify({ id: eventId }), ...overrides };
+}
+
+describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+  let clock: ManualClock;
+  let writer: EventWriter;
+  let queue: WorkQueue;
+
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await openDatabase(testDb.url);
+    clock = new ManualClock();
+    writer = new EventWriter(db, clock);
+    queue = new WorkQueue(db, clock);
+  });
+
+  afterEach(async () => {
+    await db.dataSource.destroy();
+    await testDb.drop();
+  });
+
+  async function finish(eventId: string) {
+    await db.write((m) => m.update(EventEntity, { eventId }, { status: 'processed', leaseOwner: null, leaseUntil: null }));
+  }
+
+  async function addRun(event: EventEntity, status: ActionRunEntity['status'], nextAttemptAt = clock.now().toISOString()) {
+    const id = randomUUID();
+    const now = clock.now().toISOString();
+    await db.write((m) =>
+      m.insert(ActionRunEntity, {
+        id, executionId: randomUUID(), eventSeq: event.seq, resourceKey: event.resourceKey, ruleId: 'r', position: 0,
+        actionId: null, type: 'task.create', status, attempts: 0, nextAttemptAt, createdAt: now, updatedAt: now,
+      }),
+    );
+    return id;
+  }
+
+  const byId = (eventId: string) => db.manager.findOneByOrFail(EventEntity, { eventId });
+
+  describe('claiming events', () => {
+    it('hands out received events in the order they arrived, each once while its lease holds', async () => {
+      for (const id of ['a', 'b', 'c']) await writer.write(anEvent({ eventId: id }));
+      expect((await queue.claimEvents(2)).map((e) => e.event_id)).toEqual(['a', 'b']);
+      expect((await queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['c']);
+      expect(await queue.claimEvents(10)).toEqual([]);
+    });
+
+    it('hands an event out again once the lease of a holder that died has run out', async () => {
+      await writer.write(anEvent({ eventId: 'a' }));
+      const other = new WorkQueue(db, clock);
+      expect(await other.claimEvents(1)).toHaveLength(1);
+      clock.advance(EVENT_LEASE_MS - 1);
+      expect(await queue.claimEvents(1)).toEqual([]);
+      clock.advance(2);
+      expect((await queue.claimEvents(1)).map((e) => e.event_id)).toEqual(['a']);
+    });
+  });
+
+  describe('per-resource order', () => {
+    it('holds a later event about the same resource until the earlier one is done', async () => {
+      await writer.write(anEvent({ eventId: 'a1', resourceKey: 'task:1' }));
+      await writer.write(anEvent({ eventId: 'a2', resourceKey: 'task:1' }));
+      await writer.write(anEvent({ eventId: 'b1', resourceKey: 'task:2' }));
+      expect((await queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['a1', 'b1']);
+      expect(await queue.claimEvents(10)).toEqual([]);
+      await finish('a1');
+      expect((await queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['a2']);
+    });
+
+    it('holds it while the earlier event still has unfinished action runs on that resource', async () => {
+      await writer.write(anEvent({ eventId: 'a1', resourceKey: 'task:1' }));
+      await writer.write(anEvent({ eventId: 'a2', resourceKey: 'task:1' }));
+      await queue.claimEvents(1);
+      await finish('a1');
+      const run = await addRun(await byId('a1'), 'retrying');
+      expect(await queue.claimEvents(10)).toEqual([]);
+      await db.write((m) => m.update(ActionRunEntity, { id: run }, { status: 'succeeded' }));
+      expect((await queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['a2']);
+    });
+  });
+
+  describe('claiming action runs', () => {
+    it('takes only due runs, marks them running and counts the attempt', async () => {
+      await writer.write(anEvent({ eventId: 'a' }));
+      const event = await byId('a');
+      const due = await addRun(event, 'pending');
+      await addRun(event, 'retrying', new Date(clock.now().getTime() + 60_000).toISOString());
+      const claimed = await queue.claimActionRuns(10, 5_000);
+      expect(claimed.map((r) => [r.id, r.attempts])).toEqual([[due, 1]]);
+      expect((await db.manager.findOneByOrFail(ActionRunEntity, { id: due })).status).toBe('running');
+    });
+
+    it('takes a running run back when its holder’s lease has run out', async () => {
+      await writer.write(anEvent({ eventId: 'a' }));
+      const id = await addRun(await byId('a'), 'pending');
+      await new WorkQueue(db, clock).claimActionRuns(1, 5_000);
+      expect(await queue.claimActionRuns(1, 5_000)).toEqual([]);
+      clock.advance(5_001);
+      expect((await queue.claimActionRuns(1, 5_000)).map((r) => [r.id, r.attempts])).toEqual([[id, 2]]);
+    });
+  });
+
+  describe('several claimers at once', () => {
+    it('never gives the same event to two of them', async () => {
+      await Promise.all(Array.from({ length: 200 }, () => writer.write(anEvent())));
+      const queues = Array.from({ length: 4 }, () => new WorkQueue(db, clock));
+      const claimed: string[] = [];
+      for (;;) {
+        const rounds = await Promise.all(queues.map((q) => q.claimEvents(7)));
+        const got = rounds.flat().map((e) => e.event_id);
+        if (got.length === 0) break;
+        claimed.push(...got);
+      }
+      expect(claimed).toHaveLength(200);
+      expect(new Set(claimed).size).toBe(200);
+    });
+  });
+});
+
+describe.each(kinds)(`${EventWriter.name} on $name`, (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+  let writer: EventWriter;
+
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await openDatabase(testDb.url);
+    writer = new EventWriter(db, new ManualClock());
+  });
+
+  afterEach(async () => {
+    await db.dataSource.destroy();
+    await testDb.drop();
+  });
+
+  it('accepts an event once and calls every redelivery a duplicate, even within one batch', async () => {
+    const outcomes = await Promise.all(Array.from({ length: 5 }, () => writer.write(anEvent({ eventId: 'same' }))));
+    expect(outcomes.sort()).toEqual(['accepted', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
+    expect(await writer.write(anEvent({ eventId: 'same' }))).toBe('duplicate');
+    expect(await db.manager.countBy(EventEntity, { eventId: 'same' })).toBe(1);
+  });
+
+  it('stores every event of a burst, batching many into few transactions', async () => {
+    const committed: number[] = [];
+    writer.onCommitted(() => committed.push(1));
+    const outcomes = await Promise.all(Array.from({ length: 1_200 }, () => writer.write(anEvent())));
+    expect(outcomes.every((o) => o === 'accepted')).toBe(true);
+    expect(await db.manager.count(EventEntity)).toBe(1_200);
+    expect(committed.length).toBeLessThan(1_200 / 10);
+  });
+});
