@@ -5,6 +5,10 @@ import { ActionRunner } from './actions/action-runner.js';
 import { ServiceClient } from './actions/service-client.js';
 import { AdminActionsController } from './admin/admin-actions.controller.js';
 import { AdminEventsController } from './admin/admin-events.controller.js';
+import { AdminExecutionsController } from './admin/admin-executions.controller.js';
+import { AdminRulesController } from './admin/admin-rules.controller.js';
+import { AdminRulesService } from './admin/admin-rules.service.js';
+import { ApiRulesService } from './rules/api-rules.service.js';
 import { AdminQueryService } from './admin/admin-query.service.js';
 import { AdminGuard } from './admin/admin.guard.js';
 import { CLOCK, type Clock, systemClock } from './clock.js';
@@ -20,6 +24,7 @@ import { EventProcessor } from './processing/event-processor.js';
 import { WorkQueue } from './processing/work-queue.js';
 import { Workers } from './processing/workers.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
+import { RuleWatcher } from './rules/rule-watcher.js';
 
 /** Composition only: intake → rules → actions, with storage under all three. */
 @Module({})
@@ -28,7 +33,14 @@ export class AppModule {
     return {
       module: AppModule,
       imports: [TypeOrmModule.forRoot(dataSourceOptions(config.databaseUrl)), TypeOrmModule.forFeature(ENTITIES)],
-      controllers: [IntakeController, AdminEventsController, AdminActionsController, HealthController],
+      controllers: [
+        IntakeController,
+        AdminRulesController,
+        AdminEventsController,
+        AdminExecutionsController,
+        AdminActionsController,
+        HealthController,
+      ],
       providers: [
         { provide: ENGINE_CONFIG, useValue: config },
         { provide: CLOCK, useValue: clock },
@@ -39,6 +51,8 @@ export class AppModule {
         IntakeService,
         // rules
         RuleRegistry,
+        ApiRulesService,
+        RuleWatcher,
         // actions
         ServiceClient,
         ActionRunner,
@@ -49,6 +63,7 @@ export class AppModule {
         // admin
         AdminGuard,
         AdminQueryService,
+        AdminRulesService,
       ],
     };
   }

@@ -20,12 +20,10 @@ import type { RuleSnapshot } from '../processing/rule-snapshot.js';
 import type { ClaimedActionRun } from '../processing/work-queue.js';
 import { nowFact } from '../rules/facts.js';
 import { ActionRunEntity, type ActionRunStatus } from './action-run.entity.js';
-import { ACTION_HANDLERS, ActionParamsError } from './action-types.js';
 import { decideAfterFailure } from './retry-policy.js';
 import { ServiceClient } from './service-client.js';
 import type { ServiceRequest } from './service-operations.js';
-import { compileParams, renderParams, TemplateError, type CompiledParams } from './template.js';
-import type { ActionType } from '../rules/rule.types.js';
+import { renderActionRequest, simulatedResponse, type RenderedRequest } from './request-renderer.js';
 
 interface RunResult {
   status: Exclude<ActionRunStatus, 'pending' | 'running'>;
@@ -37,12 +35,9 @@ interface RunResult {
   nextAttemptAt?: string;
 }
 
-const COMPILED_CACHE_SIZE = 2_000;
-
 @Injectable()
 export class ActionRunner {
   private readonly logger = new Logger('actions');
-  private readonly compiled = new Map<string, CompiledParams>();
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -95,10 +90,10 @@ export class ActionRunner {
     const execution = await this.executions.findOneByOrFail({ id: claim.execution_id });
     const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
     const rendered = await this.requestFor(claim, rule);
-    if ('errorCode' in rendered) return { status: 'failed', ...rendered };
-    const request = rendered;
+    if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
+    const request = rendered.request;
     if (this.config.dryRun) {
-      return { status: 'skipped', request, response: dryRunResponse(claim, request) };
+      return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
     const outcome = await this.client.send(request, claim.id);
     if (outcome.ok) return { status: 'succeeded', request, responseStatus: outcome.status, response: outcome.body };
@@ -120,30 +115,11 @@ export class ActionRunner {
    * every retry: the Idempotency-Key promises the service the same request, and
    * a template reading `now` would otherwise change it.
    */
-  private async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<ServiceRequest | { errorCode: string; errorMessage: string }> {
+  private async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<RenderedRequest> {
     const stored = await this.runs.findOne({ where: { id: claim.id }, select: { id: true, request: true } });
-    if (stored?.request) return JSON.parse(stored.request) as ServiceRequest;
-    try {
-      const params = renderParams(this.compile(rule, claim.position), await this.contextFor(claim, rule));
-      const type = rule.actions[claim.position].type as ActionType;
-      return ACTION_HANDLERS[type].toRequest((params ?? {}) as Record<string, unknown>);
-    } catch (error) {
-      if (error instanceof TemplateError || error instanceof ActionParamsError) {
-        return { errorCode: error.code, errorMessage: error.message };
-      }
-      throw error;
-    }
-  }
-
-  private compile(rule: RuleSnapshot, position: number): CompiledParams {
-    const key = `${rule.id}@${rule.version}#${position}`;
-    let compiled = this.compiled.get(key);
-    if (!compiled) {
-      compiled = compileParams(rule.actions[position].params ?? {});
-      if (this.compiled.size >= COMPILED_CACHE_SIZE) this.compiled.clear();
-      this.compiled.set(key, compiled);
-    }
-    return compiled;
+    if (stored?.request) return { ok: true, request: JSON.parse(stored.request) as ServiceRequest };
+    const context = await this.contextFor(claim, rule);
+    return renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
   }
 
   private async contextFor(claim: ClaimedActionRun, rule: RuleSnapshot) {
@@ -246,10 +222,4 @@ function parseJson(text: string | null): unknown {
   } catch {
     return text;
   }
-}
-
-/** In dry-run nothing is sent; later actions see what the service would plausibly have answered. */
-function dryRunResponse(claim: ClaimedActionRun, request: ServiceRequest): unknown {
-  const body = typeof request.body === 'object' && request.body !== null ? request.body : {};
-  return { id: `dry-run-${claim.id.slice(0, 8)}`, ...body, dry_run: true };
 }

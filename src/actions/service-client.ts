@@ -32,6 +32,10 @@ export class ServiceClient {
     this.budget = new RateBudget({ limitPerMinute: config.rateLimitPerMinute, clock: () => clock.now().getTime() });
   }
 
+  get hasKey(): boolean {
+    return this.config.serviceApiKey !== undefined;
+  }
+
   urlOf(request: ServiceRequest): string {
     const query = request.query ? `?${new URLSearchParams(request.query).toString()}` : '';
     return `${this.config.serviceApiUrl}${request.path}${query}`;

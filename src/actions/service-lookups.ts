@@ -24,6 +24,8 @@ export class ServiceLookups implements Lookups {
   constructor(private readonly client: ServiceClient) {}
 
   private async fetch(request: ServiceRequest): Promise<unknown> {
+    // Without a key every lookup would be refused: say so once, and do not retry the event for it.
+    if (!this.client.hasKey) throw new LookupError('lookups need SERVICE_API_KEY, which is not set');
     const outcome = await this.client.send(request);
     if (outcome.ok) return outcome.body;
     if (outcome.kind === 'http' && outcome.status === 404) return null;

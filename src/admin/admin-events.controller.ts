@@ -26,6 +26,13 @@ export class AdminEventsController {
     return this.queries.getEvent(id);
   }
 
+  /** Evaluates a stored event again, as a new event linked to the original. */
+  @Post(':id/replay')
+  @HttpCode(202)
+  replay(@Param('id') id: string) {
+    return this.intake.replay(id);
+  }
+
   /** Injects an event as if the service had sent it, without a signature. */
   @Post()
   @HttpCode(202)

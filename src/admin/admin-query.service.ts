@@ -5,13 +5,14 @@ import { In, LessThan, Repository, type FindOptionsWhere } from 'typeorm';
 import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.entity.js';
 import { DomainError } from '../errors.js';
 import { EventEntity, type EventStatus } from '../intake/event.entity.js';
-import { ExecutionEntity } from '../processing/execution.entity.js';
+import { ExecutionEntity, type ExecutionStatus } from '../processing/execution.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';
 import { actionRunView, eventSummary, executionView, parsed } from './views.js';
 
 const EVENT_STATUSES: EventStatus[] = ['received', 'processed', 'ignored', 'failed', 'loop_blocked'];
+const EXECUTION_STATUSES: ExecutionStatus[] = ['running', 'succeeded', 'failed', 'throttled', 'skipped'];
 const RUN_STATUSES: ActionRunStatus[] = ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped'];
 
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
@@ -22,7 +23,7 @@ function checkStatus<T extends string>(raw: string | undefined, allowed: T[]): T
   if (raw === undefined || raw === '') return undefined;
   if (!allowed.includes(raw as T)) {
     throw new DomainError('validation_failed', `status must be one of ${allowed.join(', ')}`, [
-      { field: 'status', message: `must be one of ${allowed.join(', ')}` },
+      { path: 'status', message: `must be one of ${allowed.join(', ')}` },
     ]);
   }
   return raw as T;
@@ -81,6 +82,25 @@ export class AdminQueryService {
       conditions: [{ ...condition, factValue, result: false }],
       note: 'ruled out by the rule index before evaluation (explained from the rule as loaded now)',
     }));
+  }
+
+  async listExecutions(filter: { rule?: string; status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
+    const base: FindOptionsWhere<ExecutionEntity> = {};
+    if (filter.rule) base.ruleId = filter.rule;
+    const status = checkStatus(filter.status, EXECUTION_STATUSES);
+    if (status) base.status = status;
+    const after = decodeCursor(filter.cursor, isPair);
+    // Keyset pagination on (created_at, id), newest first.
+    const where = after ? [{ ...base, createdAt: LessThan(after[0]) }, { ...base, createdAt: after[0], id: LessThan(after[1]) }] : [base];
+    const rows = await this.executions.find({ where, order: { createdAt: 'DESC', id: 'DESC' }, take: limit + 1 });
+    return toPage(rows, limit, (x) => executionView(x), (x) => [x.createdAt, x.id]);
+  }
+
+  async getExecution(id: string) {
+    const execution = await this.executions.findOneBy({ id });
+    if (!execution) throw new DomainError('not_found', `no execution with id ${id}`);
+    const runs = await this.runs.find({ where: { executionId: id } });
+    return executionView(execution, runs);
   }
 
   async listActionRuns(filter: { status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {

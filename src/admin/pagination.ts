@@ -10,7 +10,7 @@ export function parseLimit(raw: string | undefined): number {
   if (raw === undefined || raw === '') return 50;
   if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 500) {
     throw new DomainError('validation_failed', 'limit must be a whole number from 1 to 500', [
-      { field: 'limit', message: 'must be a whole number from 1 to 500' },
+      { path: 'limit', message: 'must be a whole number from 1 to 500' },
     ]);
   }
   return Number(raw);
@@ -29,7 +29,7 @@ export function decodeCursor<T>(raw: string | undefined, isValid: (value: unknow
     // fall through to the error below
   }
   throw new DomainError('validation_failed', 'cursor is not one this API gave out', [
-    { field: 'cursor', message: 'must be a next_cursor value from an earlier answer' },
+    { path: 'cursor', message: 'must be a next_cursor value from an earlier answer' },
   ]);
 }
 

@@ -49,7 +49,7 @@ export function actionRunView(r: ActionRunEntity) {
   };
 }
 
-export function executionView(x: ExecutionEntity, runs: ActionRunEntity[] = []) {
+export function executionView(x: ExecutionEntity, runs?: ActionRunEntity[]) {
   return {
     id: x.id,
     event_id: x.eventId,
@@ -60,6 +60,8 @@ export function executionView(x: ExecutionEntity, runs: ActionRunEntity[] = []) 
     conditions: parsed(x.conditions),
     created_at: x.createdAt,
     finished_at: x.finishedAt,
-    actions: runs.filter((r) => r.executionId === x.id).sort((a, b) => a.position - b.position).map(actionRunView),
+    ...(runs
+      ? { actions: runs.filter((r) => r.executionId === x.id).sort((a, b) => a.position - b.position).map(actionRunView) }
+      : {}),
   };
 }

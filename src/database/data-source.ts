@@ -12,9 +12,11 @@ import { ExecutionEntity } from '../processing/execution.entity.js';
 import { ResourceSnapshotEntity } from '../processing/resource-snapshot.entity.js';
 import { RuleStateEntity } from '../rules/rule-state.entity.js';
 import { InitialSchema1764000000000 } from './migrations/1764000000000-initial-schema.js';
+import { ApiRules1764100000000 } from './migrations/1764100000000-api-rules.js';
+import { ApiRuleEntity } from '../rules/api-rule.entity.js';
 
-export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity];
-export const MIGRATIONS = [InitialSchema1764000000000];
+export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity];
+export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
 

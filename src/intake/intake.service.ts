@@ -2,7 +2,11 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { DomainError } from '../errors.js';
-import { parseEnvelope } from './envelope.js';
+import { randomUUID } from 'node:crypto';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { parseEnvelope, safeJsonParse, type EventEnvelope } from './envelope.js';
+import { EventEntity } from './event.entity.js';
 import { EventWriter, type WriteOutcome } from './event-writer.js';
 import { verifySignature } from './signature.js';
 
@@ -19,6 +23,7 @@ export class IntakeService {
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
     @Inject(CLOCK) private readonly clock: Clock,
     private readonly writer: EventWriter,
+    @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
   ) {}
 
   /** Refuse new webhooks (503) from now on: the engine is shutting down. */
@@ -44,6 +49,27 @@ export class IntakeService {
     });
     if (!check.ok) throw new DomainError(check.code, check.reason);
     return this.accept(rawBody, 'webhook');
+  }
+
+  /**
+   * Stores a copy of an earlier event as a new event (its own id, linked to the
+   * original), so it is evaluated again by the rules as they are now.
+   */
+  async replay(eventId: string): Promise<IntakeResult & { replay_of: string }> {
+    const original = await this.events.findOneBy({ eventId });
+    if (!original) throw new DomainError('not_found', `no event with id ${eventId}`);
+    const envelope = safeJsonParse(original.payload) as EventEnvelope;
+    const id = `${eventId}:replay:${randomUUID().slice(0, 8)}`;
+    const payload = JSON.stringify({ ...envelope, id });
+    const status = await this.writer.write({
+      eventId: id,
+      type: original.type,
+      resourceKey: original.resourceKey,
+      source: 'replay',
+      payload,
+      replayOf: eventId,
+    });
+    return { id, status, replay_of: eventId };
   }
 
   /** Stores an event that needs no signature (admin injection). */

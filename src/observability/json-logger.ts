@@ -15,13 +15,15 @@ export class Redactor {
 
   constructor(secrets: string[]) {
     // Longest first, so a secret that contains another is replaced whole.
-    this.secrets = [...new Set(secrets.filter((s) => s.length >= 4))].sort((a, b) => b.length - a.length);
+    // Lines are redacted as JSON text, where a secret holding `"`, `\` or a control character appears escaped.
+    const forms = secrets.filter((s) => s.length >= 4).flatMap((s) => [s, JSON.stringify(s).slice(1, -1)]);
+    this.secrets = [...new Set(forms)].sort((a, b) => b.length - a.length);
   }
 
   redact(text: string): string {
     let out = text;
     for (const secret of this.secrets) if (out.includes(secret)) out = out.split(secret).join('[redacted]');
-    return out.replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/g, '$1[redacted]');
+    return out.replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, '$1[redacted]');
   }
 }
 

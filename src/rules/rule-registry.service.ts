@@ -1,17 +1,21 @@
 /**
- * The rules the engine runs now: the files in RULES_DIR, each kept at its last
- * good version when its file turns invalid, with operators' enable/disable
- * overrides applied, and indexed by the event types they listen to.
+ * The rules the engine runs now: the files in RULES_DIR (each kept at its last
+ * good version when its file turns invalid) and the rules created through the
+ * admin API, with operators' enable/disable overrides applied, indexed by the
+ * event types they listen to. Everything here is in memory; the database holds
+ * the API rules and the overrides, and `reload()` reads both again.
  */
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
-import { loadRuleFiles } from './rule-files.js';
+import { safeJsonParse } from '../intake/envelope.js';
+import { ApiRuleEntity } from './api-rule.entity.js';
+import { loadRuleFiles, toLoadedRule } from './rule-files.js';
 import { RuleIndex } from './rule-index.js';
 import { RuleStateEntity } from './rule-state.entity.js';
-import { formatProblem, type LoadedRule, type RuleProblem } from './rule.types.js';
+import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
 
 export interface ReloadReport {
   loaded: string[];
@@ -30,15 +34,19 @@ function fileOf(rule: LoadedRule): string | undefined {
 @Injectable()
 export class RuleRegistry implements OnModuleInit {
   private readonly logger = new Logger('rules');
-  private rules = new Map<string, LoadedRule>();
+  private fileRules = new Map<string, LoadedRule>();
+  private apiRules = new Map<string, LoadedRule>();
   private overrides = new Map<string, boolean>();
   private currentIndex = new RuleIndex([]);
   private loadedOnce = false;
+  private reloading: Promise<ReloadReport> | undefined;
+  /** Problems of the last reload, by file. */
   problems: RuleProblem[] = [];
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
     @InjectRepository(RuleStateEntity) private readonly states: Repository<RuleStateEntity>,
+    @InjectRepository(ApiRuleEntity) private readonly apiRuleRows: Repository<ApiRuleEntity>,
     private readonly db: Database,
   ) {}
 
@@ -55,33 +63,41 @@ export class RuleRegistry implements OnModuleInit {
   }
 
   all(): LoadedRule[] {
-    return [...this.rules.values()].map((rule) => this.withOverride(rule));
+    return [...this.fileRules.values(), ...this.apiRules.values()].map((rule) => this.withOverride(rule));
   }
 
   get(id: string): LoadedRule | undefined {
-    const rule = this.rules.get(id);
+    const rule = this.fileRules.get(id) ?? this.apiRules.get(id);
     return rule && this.withOverride(rule);
   }
 
-  async reload(): Promise<ReloadReport> {
-    const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir);
-    const overrides = await this.states.find();
-    this.overrides = new Map(overrides.map((s) => [s.ruleId, s.enabled]));
-    const report = this.merge(fresh, problems);
-    this.problems = problems;
+  /** The problems that currently keep a file rule at its last good version. */
+  problemsOf(rule: LoadedRule): RuleProblem[] {
+    const file = fileOf(rule);
+    return file === undefined ? [] : this.problems.filter((p) => sameFile(p.file, file));
+  }
+
+  /** Re-reads RULES_DIR, the API rules and the overrides; concurrent calls share one reload. */
+  reload(): Promise<ReloadReport> {
+    this.reloading ??= this.doReload().finally(() => (this.reloading = undefined));
+    return this.reloading;
+  }
+
+  putApiRule(definition: RuleDefinition): LoadedRule {
+    const rule = toLoadedRule(definition, { kind: 'api' });
+    this.apiRules.set(rule.id, rule);
     this.rebuildIndex();
-    this.loadedOnce = true;
-    for (const problem of problems) this.logger.warn(`rule file problem: ${formatProblem(problem)}`);
-    this.logger.log({
-      msg: 'rules loaded',
-      active: this.rules.size,
-      loaded: report.loaded.length,
-      changed: report.changed.length,
-      removed: report.removed.length,
-      kept: report.kept.length,
-      problems: problems.length,
-    });
-    return report;
+    return this.withOverride(rule);
+  }
+
+  dropApiRule(id: string): void {
+    this.apiRules.delete(id);
+    this.overrides.delete(id);
+    this.rebuildIndex();
+  }
+
+  isFileRule(id: string): boolean {
+    return this.fileRules.has(id);
   }
 
   /** Records an operator's override; it survives reloads and restarts. */
@@ -91,34 +107,57 @@ export class RuleRegistry implements OnModuleInit {
     this.rebuildIndex();
   }
 
+  private async doReload(): Promise<ReloadReport> {
+    const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir);
+    const [states, apiRows] = await Promise.all([this.states.find(), this.apiRuleRows.find()]);
+    this.overrides = new Map(states.map((s) => [s.ruleId, s.enabled]));
+    this.apiRules = new Map(
+      apiRows.map((row) => [row.ruleId, toLoadedRule(safeJsonParse(row.definition) as RuleDefinition, { kind: 'api' })]),
+    );
+    const collisions = fresh.filter((rule) => this.apiRules.has(rule.id));
+    for (const rule of collisions) {
+      problems.push({ file: fileOf(rule) ?? '?', path: '$.id', message: `rule id "${rule.id}" is taken by a rule created through the admin API` });
+    }
+    const report = this.merge(fresh.filter((rule) => !this.apiRules.has(rule.id)), problems);
+    this.problems = problems;
+    this.rebuildIndex();
+    this.loadedOnce = true;
+    for (const problem of problems) this.logger.warn(`rule file problem: ${formatProblem(problem)}`);
+    this.logger.log({
+      msg: 'rules loaded',
+      files: this.fileRules.size,
+      api: this.apiRules.size,
+      loaded: report.loaded.length,
+      changed: report.changed.length,
+      removed: report.removed.length,
+      kept: report.kept.length,
+      problems: problems.length,
+    });
+    return report;
+  }
+
   private merge(fresh: LoadedRule[], problems: RuleProblem[]): ReloadReport {
     const report: ReloadReport = { loaded: [], changed: [], removed: [], unchanged: [], kept: [], rejected: problems };
-    const filesWithProblems = new Set(problems.map((p) => p.file));
     const next = new Map<string, LoadedRule>();
     for (const rule of fresh) {
-      const previous = this.rules.get(rule.id);
+      const previous = this.fileRules.get(rule.id);
       if (!previous) report.loaded.push(rule.id);
       else if (previous.version !== rule.version) report.changed.push(rule.id);
       else report.unchanged.push(rule.id);
       next.set(rule.id, rule);
     }
-    for (const [id, previous] of this.rules) {
+    for (const [id, previous] of this.fileRules) {
       if (next.has(id)) continue;
       const file = fileOf(previous);
-      if (file !== undefined && this.isInvalidNow(file, filesWithProblems)) {
+      if (file !== undefined && problems.some((p) => sameFile(p.file, file))) {
         next.set(id, previous);
         report.kept.push(id);
       } else {
         report.removed.push(id);
       }
     }
-    this.rules = next;
+    this.fileRules = next;
     return report;
-  }
-
-  private isInvalidNow(file: string, filesWithProblems: Set<string>): boolean {
-    for (const problemFile of filesWithProblems) if (problemFile === file || problemFile.endsWith(`/${file}`)) return true;
-    return false;
   }
 
   private withOverride(rule: LoadedRule): LoadedRule {
@@ -129,4 +168,9 @@ export class RuleRegistry implements OnModuleInit {
   private rebuildIndex(): void {
     this.currentIndex = new RuleIndex(this.all());
   }
+}
+
+/** Problems name files relative to the working directory, rules relative to RULES_DIR. */
+function sameFile(problemFile: string, ruleFile: string): boolean {
+  return problemFile === ruleFile || problemFile.endsWith(`/${ruleFile}`);
 }

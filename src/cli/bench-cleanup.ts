@@ -1,0 +1,47 @@
+/**
+ * Everything the benchmark creates (child processes, temp folders, databases)
+ * registers how to undo itself here, so that a failed run, Ctrl-C or a crash
+ * leaves nothing behind. Undo steps run newest first, each at most once, and a
+ * failing step does not stop the others.
+ */
+import type { ChildProcess } from 'node:child_process';
+
+type Undo = () => Promise<void> | void;
+
+export class Cleanup {
+  private steps: Array<{ what: string; undo: Undo }> = [];
+  private readonly children = new Set<ChildProcess>();
+
+  add(what: string, undo: Undo): () => Promise<void> {
+    const step = { what, undo };
+    this.steps.push(step);
+    return async () => {
+      if (!this.steps.includes(step)) return;
+      this.steps = this.steps.filter((s) => s !== step);
+      await step.undo();
+    };
+  }
+
+  /** Tracked apart from the steps too: 'exit' handlers cannot wait, but can still SIGKILL. */
+  trackChild(child: ChildProcess): void {
+    this.children.add(child);
+    child.once('exit', () => this.children.delete(child));
+  }
+
+  async runAll(report: (line: string) => void): Promise<void> {
+    const steps = this.steps.reverse();
+    this.steps = [];
+    for (const step of steps) {
+      try {
+        await step.undo();
+      } catch (error) {
+        report(`bench: cleanup "${step.what}" failed: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  /** Last resort, from process.on('exit'): synchronous, so only signals. */
+  killChildrenNow(): void {
+    for (const child of this.children) child.kill('SIGKILL');
+  }
+}

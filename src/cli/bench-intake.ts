@@ -1,0 +1,105 @@
+/**
+ * Webhook intake: how many signed events per second the engine acknowledges,
+ * and how long each acknowledgement takes, with `connections` clients each
+ * sending its next event as soon as the last one is answered.
+ *
+ * The events are `task.updated` about distinct tasks: the benchmark rule
+ * listens to them and evaluates its condition, which fails, so the engine's
+ * background processing (claim, evaluate, record the explanation) competes
+ * with intake as it would in production, without service calls in the way.
+ */
+import type { Cleanup } from './bench-cleanup.js';
+import type { BenchDatabase, DatabaseName } from './bench-databases.js';
+import { BENCH_SECRET, startEngine, type EngineMemory } from './bench-engine.js';
+import { closedLoop, prepareEvents, WebhookPoster, type LatencySummary } from './bench-load.js';
+import type { BenchOptions, Layout } from './bench-options.js';
+
+export interface ScenarioContext {
+  options: BenchOptions;
+  cleanup: Cleanup;
+  serviceUrl: string;
+  /** A progress line (stderr: the figures go to stdout). */
+  progress(line: string): void;
+  /** Per-run folder for an engine CPU profile, when profiling was asked for. */
+  profileDir?: string;
+}
+
+export interface IntakeFigures {
+  database: DatabaseName;
+  layout: Layout;
+  connections: number;
+  seconds: number;
+  sent: number;
+  acknowledged: number;
+  duplicates: number;
+  /** Answers other than 202/200, and requests that got no answer (status 0). */
+  failed: Record<string, number>;
+  eventsPerSecond: number;
+  latencyMs: LatencySummary;
+  /** The prepared events ran out before the duration did: raise BENCH_EVENTS. */
+  ranOut: boolean;
+  engineMemory: EngineMemory;
+  /** Events the engine finished processing (any final status) while the run lasted. */
+  processedDuringRun: number;
+  processedPerSecond: number;
+  /** Accepted but still waiting to be processed when the run ended. */
+  backlogAtEnd: number;
+}
+
+function intakeEvent(tag: string) {
+  return (i: number) => ({
+    id: `evt_${tag}_${i}`,
+    type: 'task.updated',
+    created_at: new Date().toISOString(),
+    data: { task: { id: `tsk_${tag}_${i}`, project_id: 'prj_1', title: 'Routine update', status: 'open', assignee_id: 'usr_1' } },
+  });
+}
+
+function finished(counts: Record<string, number>): number {
+  return Object.entries(counts).reduce((sum, [status, n]) => (status === 'received' ? sum : sum + n), 0);
+}
+
+function failures(statuses: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
+}
+
+export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): Promise<IntakeFigures> {
+  const { options } = ctx;
+  const tag = `${database.name}_${Date.now().toString(36)}`;
+  ctx.progress(`intake (${database.name}): preparing ${options.maxEvents.toLocaleString('en-US')} signed events …`);
+  const warmUp = prepareEvents(Math.max(2_000, options.connections * 20), BENCH_SECRET, intakeEvent(`${tag}_warm`));
+  const events = prepareEvents(options.maxEvents, BENCH_SECRET, intakeEvent(tag));
+  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl, profileDir: ctx.profileDir }, ctx.cleanup);
+  const poster = new WebhookPoster(engine.url, options.connections);
+  try {
+    // Opens every keep-alive connection and warms the JIT before the clock starts.
+    await closedLoop(poster, warmUp, options.connections, 2_000);
+    const before = finished(await database.eventStatusCounts());
+    ctx.progress(`intake (${database.name}): ${options.connections} connections for up to ${options.durationS} s …`);
+    const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
+    const counts = await database.eventStatusCounts();
+    const engineMemory = engine.memory();
+    const processed = finished(counts) - before;
+    const acknowledged = result.statuses['202'] ?? 0;
+    return {
+      database: database.name,
+      layout: engine.layout,
+      connections: options.connections,
+      seconds: result.seconds,
+      sent: result.sent,
+      acknowledged,
+      duplicates: result.statuses['200'] ?? 0,
+      failed: failures(result.statuses),
+      eventsPerSecond: acknowledged / result.seconds,
+      latencyMs: result.latencyMs,
+      ranOut: result.ranOut,
+      engineMemory,
+      processedDuringRun: processed,
+      processedPerSecond: processed / result.seconds,
+      backlogAtEnd: counts.received ?? 0,
+    };
+  } finally {
+    poster.close();
+    await engine.stop();
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * The benchmark's figures: one object collected during the run, printed as a
+ * short summary for people and written as JSON for tools and for comparing runs.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dirname } from 'node:path';
+import type { Paint } from './cli-output.js';
+import type { EndToEndFigures } from './bench-e2e.js';
+import { describeLayout } from './bench-engine.js';
+import type { IntakeFigures } from './bench-intake.js';
+import type { LatencySummary } from './bench-load.js';
+import type { BenchOptions } from './bench-options.js';
+import type { MatchingBenchmark } from '../rules/rule-matching.bench-support.js';
+
+export interface BenchResults {
+  generatedAt: string;
+  machine: { cpus: number; cpuModel: string; memoryMb: number; node: string; platform: string };
+  options: Omit<BenchOptions, 'postgresUrl'> & { postgres: string };
+  intake: IntakeFigures[];
+  endToEnd: EndToEndFigures[];
+  matching: MatchingBenchmark[];
+  /** Parts not run, and why (e.g. no PostgreSQL server answered). */
+  skipped: string[];
+  /** Parts that could not run; any entry makes the exit status 1. */
+  errors: Array<{ part: string; message: string }>;
+}
+
+export function emptyResults(options: BenchOptions): BenchResults {
+  const { postgresUrl, ...rest } = options;
+  // The URL may carry a password; its host is enough to say which server it was.
+  const postgres = options.postgresDisabled || postgresUrl === undefined ? 'off' : new URL(postgresUrl).host;
+  return {
+    generatedAt: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}` },
+    options: { ...rest, postgres },
+    intake: [],
+    endToEnd: [],
+    matching: [],
+    skipped: [],
+    errors: [],
+  };
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+const ms = (n: number): string => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
+
+function latencies(l: LatencySummary): string {
+  return `p50 ${ms(l.p50)}, p99 ${ms(l.p99)}, p99.9 ${ms(l.p999)}, max ${ms(l.max)}`;
+}
+
+function intakeLines(f: IntakeFigures): string[] {
+  const failed = Object.entries(f.failed).map(([status, n]) => `${int(n)} × ${status === '0' ? 'no answer' : status}`);
+  const memory = `engine RSS ${int(f.engineMemory.rssMb)} MB${f.engineMemory.peakRssMb ? ` (peak ${int(f.engineMemory.peakRssMb)} MB)` : ''}`;
+  return [
+    `intake (${f.database}, ${describeLayout(f.layout)}, ${f.connections} connections): ${int(f.eventsPerSecond)} events/s, ${latencies(f.latencyMs)}`,
+    `    ${int(f.acknowledged)} acknowledged in ${f.seconds.toFixed(1)} s${failed.length ? `, ${failed.join(', ')}` : ''}${f.ranOut ? ' (ran out of prepared events: raise BENCH_EVENTS)' : ''}; ${memory}`,
+    `    processed meanwhile: ${int(f.processedDuringRun)} events (${int(f.processedPerSecond)}/s), backlog at the end ${int(f.backlogAtEnd)}`,
+  ];
+}
+
+function endToEndLines(f: EndToEndFigures): string[] {
+  return [
+    `end to end (${f.database}, ${describeLayout(f.layout)}): p50 ${ms(f.latencyMs.p50)}, p99 ${ms(f.latencyMs.p99)} at ${int(f.ratePerSecond)} events/s (max ${ms(f.latencyMs.max)})`,
+    `    ${int(f.delivered)}/${int(f.sent)} action requests reached the service (${int(f.throughputPerSecond)}/s)${f.missing ? `, ${int(f.missing)} MISSING` : ''}; webhook answered in p50 ${ms(f.ackLatencyMs.p50)}, p99 ${ms(f.ackLatencyMs.p99)}`,
+  ];
+}
+
+function matchingLine(m: MatchingBenchmark[]): string {
+  const parts = m.map((r) => `${int(r.ruleCount)} rules ${int(r.eventsPerSecond)} ev/s (${r.evaluatedPerEvent.toFixed(1)} evaluated/event)`);
+  return `matching: ${parts.join(' | ')}`;
+}
+
+export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint }): string[] {
+  const m = results.machine;
+  const lines = [paint.bold(`results (${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}):`)];
+  for (const f of results.intake) lines.push(...intakeLines(f));
+  for (const f of results.endToEnd) lines.push(...endToEndLines(f));
+  if (results.matching.length > 0) lines.push(matchingLine(results.matching));
+  for (const s of results.skipped) lines.push(paint.yellow(`skipped: ${s}`));
+  for (const e of results.errors) lines.push(paint.red(`could not run ${e.part}: ${e.message}`));
+  return lines;
+}
+
+export function writeResults(file: string, results: BenchResults): void {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+}

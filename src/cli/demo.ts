@@ -1,0 +1,235 @@
+/**
+ * `npm run demo [-- --once]`: the simulator and the engine in one process, wired
+ * to each other with a fresh webhook secret, the example rules from rules/ and a
+ * throw-away SQLite file; then a short story (demo-story.ts) and what the engine
+ * did about it, as chains (demo-report.ts). Stays up until Ctrl-C so the admin
+ * API can be explored; `--once` (or DEMO_ONCE=1) exits after the story: 0 when
+ * everything expected happened at the simulator, 1 otherwise.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { INestApplication } from '@nestjs/common';
+import { createApp, stopApp } from '../app.js';
+import { loadConfig, secretsOf, type EngineConfig } from '../config/config.js';
+import { JsonLogger, Redactor } from '../observability/json-logger.js';
+import { startSimulator, type Simulator } from '../simulator/simulator.js';
+import { colors, isEntryFile, plural, processContext, type CliContext } from './cli-output.js';
+import { renderStep } from './demo-report.js';
+import { playStep, STORY, type DemoWorld } from './demo-story.js';
+
+export const USAGE = 'usage: npm run demo [-- --once]   (--once or DEMO_ONCE=1: play the story, then exit)';
+
+/** rules/ and examples/ of this repository, wherever the command is started from (src/cli or dist/cli). */
+const REPOSITORY = fileURLToPath(new URL('../../', import.meta.url));
+export const EXAMPLE_RULES = join(REPOSITORY, 'rules');
+export const EXAMPLE_EVENTS = join(REPOSITORY, 'examples', 'events');
+
+export interface Demo {
+  world: DemoWorld;
+  app: INestApplication;
+  config: EngineConfig;
+  /** Where the throw-away database lives; undefined when DATABASE_URL was given. */
+  tempDir?: string;
+  /** Whether the webhook secret came from WEBHOOK_SECRET (else it was generated and is never shown). */
+  secretFromEnv: boolean;
+  close(): Promise<void>;
+}
+
+const token = (bytes: number) => randomBytes(bytes).toString('hex');
+
+function preferredPort(raw: string | undefined, fallback: number): number {
+  const n = Number(raw === undefined || raw.trim() === '' ? fallback : raw);
+  return Number.isInteger(n) && n >= 0 && n <= 65_535 ? n : fallback;
+}
+
+/** The preferred port when it is free, else one the system picks. */
+async function freePort(preferred: number): Promise<number> {
+  const listen = (port: number) =>
+    new Promise<number>((resolve, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        const { port: bound } = server.address() as { port: number };
+        server.close(() => resolve(bound));
+      });
+    });
+  return listen(preferred).catch(() => listen(0));
+}
+
+async function startSimulatorOn(preferred: number, options: Parameters<typeof startSimulator>[0]): Promise<Simulator> {
+  try {
+    return await startSimulator({ ...options, port: preferred });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    return startSimulator({ ...options, port: 0 });
+  }
+}
+
+/** Starts the simulator and the engine, wired to each other. */
+export async function startDemo(env: CliContext['env'], log: (line: string) => void): Promise<Demo> {
+  // WEBHOOK_SECRET from the shell lets `npm run send-event` (same shell) post to the demo engine.
+  const given = env.WEBHOOK_SECRET?.split(',').map((s) => s.trim()).find((s) => s !== '');
+  const secret = given ?? `whsec_demo_${token(16)}`;
+  const apiKey = `ac_test_demo_${token(12)}`;
+  const enginePort = await freePort(preferredPort(env.PORT, 3000));
+  const sim = await startSimulatorOn(preferredPort(env.SIMULATOR_PORT, 4010), {
+    host: '127.0.0.1',
+    webhookUrl: `http://127.0.0.1:${enginePort}/webhooks`,
+    webhookSecret: secret,
+    signatureScheme: 'hmac-sha256',
+  });
+  const tempDir = env.DATABASE_URL?.trim() ? undefined : mkdtempSync(join(tmpdir(), 'engine-demo-'));
+  try {
+    // A clean environment on purpose: a production SERVICE_API_KEY in the shell must not reach the demo.
+    const config = loadConfig(
+      {
+        PORT: String(enginePort),
+        HOST: '127.0.0.1',
+        DATABASE_URL: tempDir ? `sqlite:${join(tempDir, 'engine.sqlite')}` : env.DATABASE_URL,
+        RULES_DIR: EXAMPLE_RULES,
+        SERVICE_API_URL: sim.url,
+        SERVICE_API_KEY: apiKey,
+        DRY_RUN: 'false',
+        WEBHOOK_SECRET: given === undefined ? secret : env.WEBHOOK_SECRET,
+        ADMIN_TOKEN: env.ADMIN_TOKEN?.trim() || `demo_admin_${token(12)}`,
+        ACTION_MAX_ATTEMPTS: '3',
+        SERVICE_TIMEOUT_MS: '5000',
+        LOG_LEVEL: 'warn',
+      },
+      () => `demo_admin_${token(12)}`,
+    );
+    const logger = new JsonLogger(config.logLevel, new Redactor(secretsOf(config)), (line) => log(line.trimEnd()));
+    const app = await createApp(config, { logger });
+    await app.listen(config.port, '127.0.0.1');
+    const engineUrl = `http://127.0.0.1:${config.port}`;
+    const world: DemoWorld = { sim, engineUrl, adminToken: config.adminToken, secret, scheme: 'hmac-sha256', apiKey, examplesDir: EXAMPLE_EVENTS };
+    await waitUntilReady(engineUrl);
+    const close = async () => {
+      await stopApp(app);
+      await sim.close();
+      if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+    };
+    return { world, app, config, tempDir, secretFromEnv: given !== undefined, close };
+  } catch (error) {
+    await sim.close();
+    if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function waitUntilReady(engineUrl: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(`${engineUrl}/health/ready`).then((r) => r.ok, () => false);
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the engine at ${engineUrl} was not ready within ${timeoutMs / 1000} s`);
+}
+
+async function rulesLoaded(engineUrl: string): Promise<string> {
+  const answer = (await fetch(`${engineUrl}/health/ready`).then((r) => r.json())) as { rules?: number };
+  return typeof answer.rules === 'number' ? plural(answer.rules, 'rule') : 'rules';
+}
+
+/** Plays the story and prints it; returns how many expected effects did not happen. */
+export async function playStory(demo: Demo, context: CliContext): Promise<number> {
+  const paint = colors(context.color);
+  let failures = 0;
+  for (const [i, step] of STORY.entries()) {
+    const record = await playStep(demo.world, step);
+    for (const line of renderStep(i + 1, record, paint)) context.stdout(line);
+    context.stdout('');
+    failures += record.checks.filter((c) => !c.ok).length;
+  }
+  return failures;
+}
+
+function printHeader(demo: Demo, rules: string, context: CliContext): void {
+  const paint = colors(context.color);
+  const { world, config, tempDir } = demo;
+  const database = tempDir ? `throw-away SQLite in ${tempDir}` : `DATABASE_URL (${config.databaseUrl.split(':')[0]})`;
+  context.stdout(paint.bold('Automation engine demo'));
+  context.stdout(`  service (simulator)  ${world.sim.url}  webhooks → ${world.engineUrl}/webhooks, signed hmac-sha256`);
+  context.stdout(`  engine               ${world.engineUrl}  ${rules} from rules/, ${database}, live calls with a test key`);
+  context.stdout('');
+}
+
+function printWhereToLook(demo: Demo, context: CliContext): void {
+  const paint = colors(context.color);
+  const { world } = demo;
+  context.stdout(paint.bold('Running until Ctrl-C:'));
+  context.stdout(`  engine      ${world.engineUrl}   (admin token ${world.adminToken})`);
+  context.stdout(`  simulator   ${world.sim.url}   (state at ${world.sim.origin}/_sim/state)`);
+  context.stdout(`  try         curl -H "Authorization: Bearer ${world.adminToken}" ${world.engineUrl}/admin/events`);
+  if (demo.secretFromEnv) {
+    context.stdout(`              npm run send-event -- examples/events/task-completed.json --url ${world.engineUrl}/webhooks`);
+    return;
+  }
+  // The generated webhook secret is never shown; events can still be injected through the admin API.
+  context.stdout(`              curl -H "Authorization: Bearer ${world.adminToken}" -H "Content-Type: application/json" \\`);
+  context.stdout(`                   --data @examples/events/task-completed.json ${world.engineUrl}/admin/events`);
+  context.stdout(`              (for npm run send-event, start the demo with WEBHOOK_SECRET=… set in the same shell)`);
+}
+
+export interface RunOptions {
+  /** Resolves when the demo should stop (a signal); only used without --once. */
+  untilStopped?: () => Promise<unknown>;
+}
+
+/** Runs the command; returns the exit code. */
+export async function runDemo(args: readonly string[], context: CliContext, options: RunOptions = {}): Promise<number> {
+  const unknown = args.filter((a) => a !== '--once' && a !== '-h' && a !== '--help');
+  if (unknown.length > 0) {
+    context.stderr(`demo: unknown argument ${unknown[0]}`);
+    context.stderr(USAGE);
+    return 2;
+  }
+  if (args.includes('-h') || args.includes('--help')) {
+    context.stdout(USAGE);
+    return 0;
+  }
+  const once = args.includes('--once') || /^(1|true|yes)$/i.test(context.env.DEMO_ONCE ?? '');
+  const paint = colors(context.color);
+  let demo: Demo;
+  try {
+    demo = await startDemo(context.env, context.stderr);
+  } catch (error) {
+    context.stderr(`demo: could not start: ${(error as Error).message}`);
+    return 1;
+  }
+  try {
+    printHeader(demo, await rulesLoaded(demo.world.engineUrl), context);
+    const failures = await playStory(demo, context);
+    if (failures > 0) context.stdout(paint.red(`${plural(failures, 'expected effect')} did not happen (see ✗ above)`));
+    else context.stdout(paint.green('Everything the example rules promise happened at the service.'));
+    if (once || options.untilStopped === undefined) return failures > 0 ? 1 : 0;
+    context.stdout('');
+    printWhereToLook(demo, context);
+    await options.untilStopped();
+    context.stdout('\nstopping the engine and the simulator …');
+    return 0;
+  } catch (error) {
+    context.stderr(`demo: ${(error as Error).message}`);
+    return 1;
+  } finally {
+    await demo.close();
+  }
+}
+
+export async function main(): Promise<void> {
+  const untilStopped = () =>
+    new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+  process.exitCode = await runDemo(process.argv.slice(2), processContext(), { untilStopped });
+  // Timers of the engine's schedules and pools may linger after close; the demo is over.
+  process.exit();
+}
+
+if (isEntryFile(import.meta.url)) await main();

@@ -1,0 +1,60 @@
+/**
+ * Hot reload: any change under RULES_DIR (a file added, changed, removed) is
+ * picked up without a restart. Editors write a file in several steps, so changes
+ * are debounced and one reload follows a burst of them. An invalid edit keeps
+ * the rule's last good version (the registry's rule) and is logged.
+ */
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { watch, type FSWatcher } from 'chokidar';
+import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { RuleRegistry } from './rule-registry.service.js';
+
+export const RELOAD_DEBOUNCE_MS = 250;
+
+@Injectable()
+export class RuleWatcher implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('rules');
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
+    private readonly registry: RuleRegistry,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.watcher = watch(this.config.rulesDir, {
+      ignoreInitial: true,
+      ignored: (path, stats) => (stats?.isFile() ?? false) && !path.endsWith('.json'),
+      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 25 },
+    });
+    this.watcher.on('all', () => this.schedule());
+    this.watcher.on('error', (error) => this.logger.warn(`watching ${this.config.rulesDir} failed: ${(error as Error).message}`));
+    await new Promise<void>((resolve) => this.watcher!.once('ready', () => resolve()));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    clearTimeout(this.timer);
+    await this.watcher?.close();
+  }
+
+  private schedule(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.registry.reload().then(
+        (report) => this.logger.log({ msg: 'rules reloaded after a file change', ...summary(report) }),
+        (error: Error) => this.logger.error(`reloading rules failed: ${error.message}`),
+      );
+    }, RELOAD_DEBOUNCE_MS);
+  }
+}
+
+function summary(report: Awaited<ReturnType<RuleRegistry['reload']>>) {
+  return {
+    loaded: report.loaded,
+    changed: report.changed,
+    removed: report.removed,
+    kept: report.kept,
+    problems: report.rejected.length,
+  };
+}
