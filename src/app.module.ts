@@ -20,6 +20,8 @@ import { EventWriter } from './intake/event-writer.js';
 import { IntakeController } from './intake/intake.controller.js';
 import { IntakeService } from './intake/intake.service.js';
 import { HealthController } from './observability/health.controller.js';
+import { MetricsController } from './observability/metrics.controller.js';
+import { Metrics } from './observability/metrics.js';
 import { EventProcessor } from './processing/event-processor.js';
 import { WorkQueue } from './processing/work-queue.js';
 import { Workers } from './processing/workers.js';
@@ -40,12 +42,14 @@ export class AppModule {
         AdminExecutionsController,
         AdminActionsController,
         HealthController,
+        MetricsController,
       ],
       providers: [
         { provide: ENGINE_CONFIG, useValue: config },
         { provide: CLOCK, useValue: clock },
         { provide: APP_FILTER, useClass: ErrorFilter },
         Database,
+        Metrics,
         // intake
         EventWriter,
         IntakeService,

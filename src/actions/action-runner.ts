@@ -20,6 +20,10 @@ import type { RuleSnapshot } from '../processing/rule-snapshot.js';
 import type { ClaimedActionRun } from '../processing/work-queue.js';
 import { nowFact } from '../rules/facts.js';
 import { ActionRunEntity, type ActionRunStatus } from './action-run.entity.js';
+import { touchedResource } from './action-types.js';
+import { Metrics } from '../observability/metrics.js';
+import { ResourceProvenanceEntity } from '../processing/resource-provenance.entity.js';
+import type { ActionType } from '../rules/rule.types.js';
 import { decideAfterFailure } from './retry-policy.js';
 import { ServiceClient } from './service-client.js';
 import type { ServiceRequest } from './service-operations.js';
@@ -33,6 +37,8 @@ interface RunResult {
   errorCode?: string;
   errorMessage?: string;
   nextAttemptAt?: string;
+  /** How long the request to the service took. */
+  seconds?: number;
 }
 
 @Injectable()
@@ -47,6 +53,7 @@ export class ActionRunner {
     @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
     @InjectRepository(ExecutionEntity) private readonly executions: Repository<ExecutionEntity>,
     @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
+    private readonly metrics: Metrics,
   ) {}
 
   /** The lease a run needs: one request and its answer, with room to record it. */
@@ -95,11 +102,14 @@ export class ActionRunner {
     if (this.config.dryRun) {
       return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
+    const started = performance.now();
     const outcome = await this.client.send(request, claim.id);
-    if (outcome.ok) return { status: 'succeeded', request, responseStatus: outcome.status, response: outcome.body };
+    const seconds = (performance.now() - started) / 1000;
+    if (outcome.ok) return { status: 'succeeded', request, responseStatus: outcome.status, response: outcome.body, seconds };
     const decision = decideAfterFailure(outcome, claim.attempts, this.config.actionMaxAttempts, this.clock.now(), Math.random);
     const base = {
       request,
+      seconds,
       responseStatus: outcome.kind === 'http' ? outcome.status : undefined,
       errorCode: outcome.code,
       errorMessage: outcome.message,
@@ -160,11 +170,25 @@ export class ActionRunner {
       },
     );
     if (!update.affected) return false;
+    this.metrics.actionRun(claim.type, result.status, result.seconds);
+    if (result.status === 'succeeded' && result.request) await this.recordProvenance(manager, claim, result, now);
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
     if (result.status !== 'retrying') await this.advance(manager, claim, result, now);
     return true;
+  }
+
+  /** The resource this action created or changed: an event about it soon after is the engine's own doing. */
+  private async recordProvenance(manager: EntityManager, claim: ClaimedActionRun, result: RunResult, now: string): Promise<void> {
+    const resourceKey = touchedResource(claim.type as ActionType, result.request!, result.response);
+    if (!resourceKey) return;
+    const event = await manager.findOne(EventEntity, { where: { seq: claim.event_seq }, select: { seq: true, depth: true } });
+    await manager.upsert(
+      ResourceProvenanceEntity,
+      { resourceKey, depth: event?.depth ?? 0, actionRunId: claim.id, ruleId: claim.rule_id, changedAt: now },
+      ['resourceKey'],
+    );
   }
 
   /** After a run ends: start the next action of the execution, or close the execution. */

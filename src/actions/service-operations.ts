@@ -32,6 +32,8 @@ export interface ServiceRequest {
   path: string;
   query?: Record<string, string>;
   body?: unknown;
+  /** The id of the existing resource the request changes, when it names one. */
+  targetId?: string;
 }
 
 export function buildRequest(

@@ -43,6 +43,8 @@ export interface BenchEngine {
   url: string;
   layout: Layout;
   memory(): EngineMemory;
+  /** CPU time (user + system) the engine has used so far; in process this includes the load generator. */
+  cpuSeconds(): number;
   stop(): Promise<void>;
 }
 
@@ -103,6 +105,14 @@ function procStatusMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return line ? Number(/(\d+)/.exec(line)?.[1] ?? 0) / 1024 : 0;
 }
 
+/** utime + stime from /proc/<pid>/stat, in clock ticks of 1/100 s (USER_HZ on Linux). */
+function procCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
   return new Promise((resolve) => {
@@ -147,6 +157,7 @@ async function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<B
     url,
     layout: 'child',
     memory: () => ({ rssMb: procStatusMb(child.pid!, 'VmRSS'), peakRssMb: procStatusMb(child.pid!, 'VmHWM') }),
+    cpuSeconds: () => procCpuSeconds(child.pid!),
     stop,
   };
 }
@@ -161,7 +172,16 @@ async function startInProcess(settings: EngineSettings, cleanup: Cleanup): Promi
   const { port } = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${port}`;
   await waitUntilReady(url, () => undefined);
-  return { url, layout: 'in-process', memory: () => ({ rssMb: process.memoryUsage().rss / 1_048_576 }), stop };
+  return {
+    url,
+    layout: 'in-process',
+    memory: () => ({ rssMb: process.memoryUsage().rss / 1_048_576 }),
+    cpuSeconds: () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1e6;
+    },
+    stop,
+  };
 }
 
 export function startEngine(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {

@@ -44,6 +44,12 @@ export interface IntakeFigures {
   processedPerSecond: number;
   /** Accepted but still waiting to be processed when the run ended. */
   backlogAtEnd: number;
+  /**
+   * Share of one core used during the timed run by the engine and by this
+   * process (load generator, simulator); on 2 cores, 200 % is the ceiling for
+   * both together. In process, the engine's figure is the whole process's.
+   */
+  cpuPercent: { engine: number; benchProcess: number };
 }
 
 function intakeEvent(tag: string) {
@@ -76,7 +82,13 @@ export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): 
     await closedLoop(poster, warmUp, options.connections, 2_000);
     const before = finished(await database.eventStatusCounts());
     ctx.progress(`intake (${database.name}): ${options.connections} connections for up to ${options.durationS} s …`);
+    const cpuBefore = { engine: engine.cpuSeconds(), bench: process.cpuUsage() };
     const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
+    const benchCpu = process.cpuUsage(cpuBefore.bench);
+    const cpuPercent = {
+      engine: ((engine.cpuSeconds() - cpuBefore.engine) / result.seconds) * 100,
+      benchProcess: ((benchCpu.user + benchCpu.system) / 1e6 / result.seconds) * 100,
+    };
     const counts = await database.eventStatusCounts();
     const engineMemory = engine.memory();
     const processed = finished(counts) - before;
@@ -97,6 +109,7 @@ export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): 
       processedDuringRun: processed,
       processedPerSecond: processed / result.seconds,
       backlogAtEnd: counts.received ?? 0,
+      cpuPercent,
     };
   } finally {
     poster.close();

@@ -56,6 +56,9 @@ function intakeLines(f: IntakeFigures): string[] {
     `intake (${f.database}, ${describeLayout(f.layout)}, ${f.connections} connections): ${int(f.eventsPerSecond)} events/s, ${latencies(f.latencyMs)}`,
     `    ${int(f.acknowledged)} acknowledged in ${f.seconds.toFixed(1)} s${failed.length ? `, ${failed.join(', ')}` : ''}${f.ranOut ? ' (ran out of prepared events: raise BENCH_EVENTS)' : ''}; ${memory}`,
     `    processed meanwhile: ${int(f.processedDuringRun)} events (${int(f.processedPerSecond)}/s), backlog at the end ${int(f.backlogAtEnd)}`,
+    f.layout === 'child'
+      ? `    CPU (100 % = one core): engine ${int(f.cpuPercent.engine)} %, load generator + simulator ${int(f.cpuPercent.benchProcess)} %`
+      : `    CPU (100 % = one core): engine, load generator and simulator together ${int(f.cpuPercent.benchProcess)} %`,
   ];
 }
 

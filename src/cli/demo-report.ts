@@ -37,6 +37,7 @@ export interface AdminActionRun {
   response_status: number | null;
   response: unknown;
   error: { code: string; message: string | null } | null;
+  attempts?: number;
 }
 
 export interface AdminExecution {
@@ -98,9 +99,15 @@ function negated(group: string | undefined): boolean {
   return (group ?? '').split('.').filter((step) => step === 'not').length % 2 === 1;
 }
 
+/** Operators whose value is ignored (SPEC 5: write `true`). */
+const UNARY = new Set(['isEmpty', 'isNotEmpty']);
+
+/** `changes $.status.to equal "blocked", actual "completed"`; a lookup shows its parameter names: `tasks(project_id)`. */
 export function conditionText(c: AdminCondition): string {
-  const subject = [c.fact, c.path, c.params === undefined ? undefined : shortJson(c.params, 60)].filter(Boolean).join(' ');
-  const test = `${negated(c.group) ? 'not ' : ''}${subject} ${c.operator} ${shortJson(c.value, 60)}`;
+  const fact = c.params === undefined ? c.fact : `${c.fact}(${Object.keys(c.params).join(', ')})`;
+  const subject = c.path === undefined ? fact : `${fact} ${c.path}`;
+  const expected = UNARY.has(c.operator) ? '' : ` ${shortJson(c.value, 60)}`;
+  const test = `${negated(c.group) ? 'not ' : ''}${subject} ${c.operator}${expected}`;
   return c.error ? `${test}: ${c.error}` : `${test}, actual ${describeValue(c.factValue)}`;
 }
 
@@ -142,10 +149,11 @@ export function requestText(run: AdminActionRun): string {
 export function answerText(run: AdminActionRun, paint: Colors): string {
   const id = responseId(run);
   const status = run.response_status === null ? '' : `${run.response_status} `;
-  if (run.status === 'succeeded') return paint.green(`${status}${id ? `(id ${id})` : 'ok'}`.trim());
+  const attempts = (run.attempts ?? 1) > 1 ? ` after ${run.attempts} attempts` : '';
+  if (run.status === 'succeeded') return paint.green(`${status}${id ? `(id ${id})` : 'ok'}${attempts}`.trim());
   if (run.status === 'skipped') return paint.yellow('not sent (dry run)');
   const error = run.error ? `: ${run.error.code}${run.error.message ? ` ${run.error.message}` : ''}` : '';
-  const text = `${status}${run.status}${error}`;
+  const text = `${status}${run.status}${error}${attempts}`;
   return run.status === 'failed' ? paint.red(text) : paint.yellow(text);
 }
 
@@ -192,7 +200,11 @@ export class StepRenderer {
       this.lines.push(`${indent}${paint.yellow('✗')} rule ${outcome.rule} did not match${why ? `: ${why}` : ''}`);
       return;
     }
-    if (outcome.outcome !== 'matched') {
+    if (outcome.outcome === 'ignored_self_caused') {
+      this.lines.push(`${indent}${paint.dim('·')} rule ${outcome.rule} not evaluated: the engine's own action caused this event (loop protection)`);
+      return;
+    }
+    if (outcome.outcome !== 'matched' && outcome.outcome !== 'throttled') {
       const error = outcome.error ? `: ${outcome.error}` : '';
       this.lines.push(`${indent}${paint.red('!')} rule ${outcome.rule} ${outcome.outcome.replace(/_/g, ' ')}${error}`);
       return;

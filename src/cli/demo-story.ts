@@ -24,10 +24,19 @@ export interface DemoWorld {
   examplesDir: string;
 }
 
+/** What a step did: how (for the report) and the events the engine received as a direct result. */
+export interface Acted {
+  how: string;
+  triggers: Trigger[];
+  /** The engine had the event already (200 duplicate), so nothing new happens. */
+  duplicate?: boolean;
+}
+
 export interface StoryStep {
   title: string;
-  act(world: DemoWorld): Promise<{ how: string; triggers: Trigger[] }>;
-  check(world: DemoWorld, record: Omit<StepRecord, 'checks'>): Array<{ ok: boolean; text: string }>;
+  act(world: DemoWorld): Promise<Acted>;
+  /** The changes the step should have caused at the service, each checked there. */
+  check(world: DemoWorld, acted: Acted): StepRecord['checks'];
 }
 
 const FINAL_RUN_STATES = new Set(['succeeded', 'failed', 'skipped']);
@@ -97,14 +106,14 @@ export const STORY: StoryStep[] = [
       const { raw, event } = await readEventFile(file);
       const answer = await postSignedEvent(`${world.engineUrl}/webhooks`, raw, world.secret, world.scheme);
       const { id, type } = event as { id: string; type: string };
-      const how = `npm run send-event -- examples/events/task-blocked.json → ${answer.status} ${answer.body}`;
-      return { how, triggers: answer.status < 300 ? [{ eventId: id, type }] : [] };
+      const how = `examples/events/task-blocked.json posted to /webhooks, signed (as npm run send-event does) → ${answer.status} ${answer.body}`;
+      const duplicate = answer.status === 200 && answer.body.includes('"duplicate"');
+      return { how, triggers: answer.status < 300 ? [{ eventId: id, type }] : [], duplicate };
     },
-    check(world, record) {
+    check(world, acted) {
       const task = world.sim.state.tasks.get('tsk_3');
-      const duplicate = record.how.includes('"duplicate"');
       return [
-        duplicate
+        acted.duplicate
           ? { ok: true, text: 'the engine had seen this event before (DATABASE_URL keeps events between runs), so it did nothing' }
           : { ok: task?.priority === 'high', text: `task tsk_3 has priority "high" at the service (it is ${JSON.stringify(task?.priority ?? null)})` },
       ];
@@ -167,10 +176,9 @@ export async function settle(
 /** Plays one step and records everything the report needs. */
 export async function playStep(world: DemoWorld, step: StoryStep, timeoutMs = 20_000): Promise<StepRecord> {
   const since = world.sim.webhooks.length;
-  const { how, triggers } = await step.act(world);
-  const { events, webhooks, problem } = await settle(world, since, triggers, timeoutMs);
-  const base = { title: step.title, how, triggers, events, webhooks };
-  const checks = step.check(world, base);
+  const acted = await step.act(world);
+  const { events, webhooks, problem } = await settle(world, since, acted.triggers, timeoutMs);
+  const checks = step.check(world, acted);
   if (problem) checks.unshift({ ok: false, text: problem });
-  return { ...base, checks };
+  return { title: step.title, how: acted.how, triggers: acted.triggers, events, webhooks, checks };
 }

@@ -69,6 +69,37 @@ async function startSimulatorOn(preferred: number, options: Parameters<typeof st
   }
 }
 
+interface Wiring {
+  enginePort: number;
+  simulatorUrl: string;
+  apiKey: string;
+  /** WEBHOOK_SECRET as given (several allowed), or the generated one. */
+  webhookSecrets: string;
+  databaseUrl: string | undefined;
+}
+
+/** A clean environment on purpose: a production SERVICE_API_KEY in the shell must not reach the demo. */
+function engineConfig(env: CliContext['env'], wiring: Wiring): EngineConfig {
+  return loadConfig(
+    {
+      PORT: String(wiring.enginePort),
+      HOST: '127.0.0.1',
+      DATABASE_URL: wiring.databaseUrl,
+      RULES_DIR: EXAMPLE_RULES,
+      SERVICE_API_URL: wiring.simulatorUrl,
+      SERVICE_API_KEY: wiring.apiKey,
+      DRY_RUN: 'false',
+      WEBHOOK_SECRET: wiring.webhookSecrets,
+      ADMIN_TOKEN: env.ADMIN_TOKEN,
+      // Few attempts, so an action that keeps failing shows up as failed within the story's wait.
+      ACTION_MAX_ATTEMPTS: '3',
+      SERVICE_TIMEOUT_MS: '5000',
+      LOG_LEVEL: 'warn',
+    },
+    () => `demo_admin_${token(12)}`,
+  );
+}
+
 /** Starts the simulator and the engine, wired to each other. */
 export async function startDemo(env: CliContext['env'], log: (line: string) => void): Promise<Demo> {
   // WEBHOOK_SECRET from the shell lets `npm run send-event` (same shell) post to the demo engine.
@@ -83,40 +114,24 @@ export async function startDemo(env: CliContext['env'], log: (line: string) => v
     signatureScheme: 'hmac-sha256',
   });
   const tempDir = env.DATABASE_URL?.trim() ? undefined : mkdtempSync(join(tmpdir(), 'engine-demo-'));
-  try {
-    // A clean environment on purpose: a production SERVICE_API_KEY in the shell must not reach the demo.
-    const config = loadConfig(
-      {
-        PORT: String(enginePort),
-        HOST: '127.0.0.1',
-        DATABASE_URL: tempDir ? `sqlite:${join(tempDir, 'engine.sqlite')}` : env.DATABASE_URL,
-        RULES_DIR: EXAMPLE_RULES,
-        SERVICE_API_URL: sim.url,
-        SERVICE_API_KEY: apiKey,
-        DRY_RUN: 'false',
-        WEBHOOK_SECRET: given === undefined ? secret : env.WEBHOOK_SECRET,
-        ADMIN_TOKEN: env.ADMIN_TOKEN?.trim() || `demo_admin_${token(12)}`,
-        ACTION_MAX_ATTEMPTS: '3',
-        SERVICE_TIMEOUT_MS: '5000',
-        LOG_LEVEL: 'warn',
-      },
-      () => `demo_admin_${token(12)}`,
-    );
-    const logger = new JsonLogger(config.logLevel, new Redactor(secretsOf(config)), (line) => log(line.trimEnd()));
-    const app = await createApp(config, { logger });
-    await app.listen(config.port, '127.0.0.1');
-    const engineUrl = `http://127.0.0.1:${config.port}`;
-    const world: DemoWorld = { sim, engineUrl, adminToken: config.adminToken, secret, scheme: 'hmac-sha256', apiKey, examplesDir: EXAMPLE_EVENTS };
-    await waitUntilReady(engineUrl);
-    const close = async () => {
-      await stopApp(app);
-      await sim.close();
-      if (tempDir) rmSync(tempDir, { recursive: true, force: true });
-    };
-    return { world, app, config, tempDir, secretFromEnv: given !== undefined, close };
-  } catch (error) {
+  let app: INestApplication | undefined;
+  const close = async () => {
+    if (app) await stopApp(app);
     await sim.close();
     if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+  };
+  try {
+    const databaseUrl = tempDir ? `sqlite:${join(tempDir, 'engine.sqlite')}` : env.DATABASE_URL;
+    const config = engineConfig(env, { enginePort, simulatorUrl: sim.url, apiKey, webhookSecrets: given ? String(env.WEBHOOK_SECRET) : secret, databaseUrl });
+    const logger = new JsonLogger(config.logLevel, new Redactor(secretsOf(config)), (line) => log(line.trimEnd()));
+    app = await createApp(config, { logger });
+    await app.listen(config.port, '127.0.0.1');
+    const engineUrl = `http://127.0.0.1:${config.port}`;
+    await waitUntilReady(engineUrl);
+    const world: DemoWorld = { sim, engineUrl, adminToken: config.adminToken, secret, scheme: 'hmac-sha256', apiKey, examplesDir: EXAMPLE_EVENTS };
+    return { world, app, config, tempDir, secretFromEnv: given !== undefined, close };
+  } catch (error) {
+    await close();
     throw error;
   }
 }

@@ -26,7 +26,8 @@ export interface SendOptions {
   scheme: SignatureScheme;
 }
 
-type Parsed = { help: true } | { help: false; options: SendOptions } | { error: string };
+/** `showUsage: false` when the arguments were fine but something else is missing. */
+type Parsed = { help: true } | { help: false; options: SendOptions } | { error: string; showUsage?: false };
 
 /** A problem on our side of the wire (usage, file, connection): exit code 2. */
 export class SendEventError extends Error {
@@ -81,7 +82,7 @@ export function parseArgs(args: readonly string[], env: CliContext['env']): Pars
   const secret = values.secret !== undefined ? firstSecret(values.secret) : firstSecret(env.WEBHOOK_SECRET);
   if (secret === undefined) {
     const where = values.secret !== undefined ? '--secret is empty' : 'WEBHOOK_SECRET is not set';
-    return { error: `no webhook secret: ${where}; pass --secret S or set WEBHOOK_SECRET to the engine's secret` };
+    return { error: `no webhook secret: ${where}; pass --secret S or set WEBHOOK_SECRET to the engine's secret`, showUsage: false };
   }
   return { help: false, options: { file: positionals[0], url, secret, scheme: scheme as SignatureScheme } };
 }
@@ -165,7 +166,7 @@ export async function sendEvent(args: readonly string[], context: CliContext): P
   const parsed = parseArgs(args, context.env);
   if ('error' in parsed) {
     context.stderr(`send-event: ${parsed.error}`);
-    context.stderr(USAGE);
+    if (parsed.showUsage !== false) context.stderr(USAGE);
     return 2;
   }
   if (parsed.help) {

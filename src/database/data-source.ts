@@ -14,9 +14,11 @@ import { RuleStateEntity } from '../rules/rule-state.entity.js';
 import { InitialSchema1764000000000 } from './migrations/1764000000000-initial-schema.js';
 import { ApiRules1764100000000 } from './migrations/1764100000000-api-rules.js';
 import { ApiRuleEntity } from '../rules/api-rule.entity.js';
+import { LoopsAndThrottles1764200000000 } from './migrations/1764200000000-loops-and-throttles.js';
+import { ResourceProvenanceEntity } from '../processing/resource-provenance.entity.js';
 
-export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity];
-export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000];
+export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
+export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000, LoopsAndThrottles1764200000000];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
 

@@ -36,8 +36,13 @@ export class EventEntity {
   @Column({ type: 'text' })
   payload!: string;
 
+  /** Links in the chain of engine-caused events that led here (0: not caused by the engine). */
   @Column({ type: 'integer', default: 0 })
   depth!: number;
+
+  /** About a resource an engine action created or changed in the last 10 minutes. */
+  @Column({ name: 'self_caused', type: 'boolean', default: false })
+  selfCaused!: boolean;
 
   @Column({ name: 'replay_of', type: 'varchar', length: 255, nullable: true })
   replayOf!: string | null;

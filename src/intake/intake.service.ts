@@ -7,6 +7,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { parseEnvelope, safeJsonParse, type EventEnvelope } from './envelope.js';
 import { EventEntity } from './event.entity.js';
+import { Metrics } from '../observability/metrics.js';
 import { EventWriter, type WriteOutcome } from './event-writer.js';
 import { verifySignature } from './signature.js';
 
@@ -24,6 +25,7 @@ export class IntakeService {
     @Inject(CLOCK) private readonly clock: Clock,
     private readonly writer: EventWriter,
     @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
+    private readonly metrics: Metrics,
   ) {}
 
   /** Refuse new webhooks (503) from now on: the engine is shutting down. */
@@ -40,6 +42,15 @@ export class IntakeService {
   }
 
   async receiveWebhook(rawBody: Buffer, signature: string | undefined): Promise<IntakeResult> {
+    try {
+      return await this.verifyAndAccept(rawBody, signature);
+    } catch (error) {
+      if (error instanceof DomainError) this.metrics.eventReceived('unknown', error.code);
+      throw error;
+    }
+  }
+
+  private async verifyAndAccept(rawBody: Buffer, signature: string | undefined): Promise<IntakeResult> {
     this.assertReady();
     const check = verifySignature(rawBody, signature, {
       scheme: this.config.webhookSignatureScheme,
@@ -84,6 +95,7 @@ export class IntakeService {
       source,
       payload: rawBody.toString('utf8'),
     });
+    this.metrics.eventReceived(envelope.type, status);
     return { id: envelope.id, status };
   }
 }

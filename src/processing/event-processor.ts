@@ -1,42 +1,53 @@
 /**
  * Evaluates one claimed event against the rules that listen to it and commits,
  * in one transaction guarded by the lease: the event's outcome and explanation,
- * an execution per matched rule with its first action run, and the resource
- * snapshot the next event's `changes` will be computed from.
+ * an execution per matched rule with its first action run (or `throttled`), and
+ * the resource snapshot the next event's `changes` will be computed from.
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database } from '../database/database.service.js';
-import { newActionRun } from '../actions/action-runner.js';
 import { ActionRunEntity } from '../actions/action-run.entity.js';
+import { newActionRun } from '../actions/action-runner.js';
 import { backoffDelayMs } from '../actions/retry-policy.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { ServiceLookups } from '../actions/service-lookups.js';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { Database } from '../database/database.service.js';
 import { EventEntity, type EventStatus } from '../intake/event.entity.js';
 import { safeJsonParse, type EventEnvelope } from '../intake/envelope.js';
+import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
 import { evaluateRule, type RuleEvaluation } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { ExecutionEntity } from './execution.entity.js';
+import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
+import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
 import { ResourceSnapshotEntity } from './resource-snapshot.entity.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
+import { overThrottle, throttleKey } from './throttle.js';
 import type { ClaimedEvent } from './work-queue.js';
 
 /** One listening rule's outcome for an event, as `GET /admin/events/:id` shows it. */
-export interface RuleExplanation extends RuleEvaluation {
+export interface RuleExplanation extends Partial<RuleEvaluation> {
   rule: string;
-  outcome: 'matched' | 'not_matched' | 'error';
+  outcome: 'matched' | 'not_matched' | 'error' | 'ignored_self_caused' | 'throttled';
   execution?: string;
+}
+
+interface Match {
+  rule: LoadedRule;
+  evaluation: RuleEvaluation;
+  throttleKey: string | null;
 }
 
 interface Verdict {
   status: EventStatus;
+  position: ChainPosition;
   explanation: RuleExplanation[];
-  matched: Array<{ rule: LoadedRule; evaluation: RuleEvaluation }>;
+  matched: Match[];
   error?: string;
   retryAt?: string;
 }
@@ -51,18 +62,29 @@ export class EventProcessor {
     private readonly db: Database,
     private readonly registry: RuleRegistry,
     private readonly client: ServiceClient,
+    private readonly metrics: Metrics,
   ) {}
 
   /** Returns the number of action runs created (0 when the lease was lost). */
   async process(claim: ClaimedEvent, leaseOwner: string): Promise<number> {
     const envelope = safeJsonParse(claim.payload) as EventEnvelope;
     const resource = resourceOf(envelope, claim.resource_key);
-    const previous = claim.resource_key
-      ? await this.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: claim.resource_key })
-      : null;
-    const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
-    const changes = computeChanges(resource, before, envelope.data?.changes);
-    const verdict = await this.evaluate(claim, envelope, changes);
+    const [previous, provenance] = claim.resource_key
+      ? await Promise.all([
+          this.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: claim.resource_key }),
+          this.db.manager.findOneBy(ResourceProvenanceEntity, { resourceKey: claim.resource_key }),
+        ])
+      : [null, null];
+    const position = chainPosition(provenance, this.clock.now());
+    let verdict: Verdict;
+    if (isLoopBlocked(position, this.config.maxChainDepth)) {
+      this.logger.warn({ msg: 'loop blocked', event: claim.event_id, type: claim.type, resource: claim.resource_key, depth: position.depth, rule: provenance?.ruleId });
+      this.metrics.loopsBlocked.inc();
+      verdict = { status: 'loop_blocked', position, explanation: [], matched: [] };
+    } else {
+      const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
+      verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
+    }
     return this.db.write((manager) => this.commit(manager, claim, leaseOwner, verdict, resource));
   }
 
@@ -72,33 +94,46 @@ export class EventProcessor {
    * resource forever.
    */
   async recordCrash(claim: ClaimedEvent, leaseOwner: string, error: Error): Promise<void> {
-    const verdict = this.retryOrFail(claim, [], `processing failed: ${error.message}`);
+    const verdict = this.retryOrFail(claim, { selfCaused: false, depth: claim.depth }, [], `processing failed: ${error.message}`);
     await this.db.write((manager) => this.commit(manager, claim, leaseOwner, verdict, undefined));
   }
 
-  private async evaluate(claim: ClaimedEvent, envelope: EventEnvelope, changes: Changes): Promise<Verdict> {
+  private async evaluate(claim: ClaimedEvent, envelope: EventEnvelope, changes: Changes, position: ChainPosition): Promise<Verdict> {
     const lookups = new ServiceLookups(this.client);
     const now = this.clock.now();
     const facts = new EventFacts(envelope, { changes, now, lookups });
-    const { evaluate } = this.registry.index.candidates(envelope);
     const explanation: RuleExplanation[] = [];
-    const matched: Verdict['matched'] = [];
-    for (const rule of evaluate) {
+    const matched: Match[] = [];
+    for (const rule of this.registry.index.candidates(envelope).evaluate) {
+      if (position.selfCaused && !rule.definition.options?.allowSelfTriggered) {
+        explanation.push({ rule: rule.id, ruleVersion: rule.version, outcome: 'ignored_self_caused', matched: false, conditions: [] });
+        continue;
+      }
       const evaluation = await evaluateRule(rule, facts);
       const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
       explanation.push({ rule: rule.id, outcome, ...evaluation });
-      if (evaluation.matched && !evaluation.error) matched.push({ rule, evaluation });
+      if (evaluation.matched && !evaluation.error) matched.push({ rule, evaluation, throttleKey: this.keyFor(rule, envelope, now) });
     }
-    if (lookups.failed) return this.retryOrFail(claim, explanation, lookups.failed.message);
-    return { status: matched.length > 0 ? 'processed' : 'ignored', explanation, matched };
+    if (lookups.failed) return this.retryOrFail(claim, position, explanation, lookups.failed.message);
+    return { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched };
+  }
+
+  private keyFor(rule: LoadedRule, envelope: EventEnvelope, now: Date): string | null {
+    try {
+      return throttleKey(rule, envelope, now);
+    } catch (error) {
+      // An unrenderable key throttles nothing; the rule still runs and the log says why.
+      this.logger.warn({ msg: 'throttle key could not be rendered', rule: rule.id, error: (error as Error).message });
+      return null;
+    }
   }
 
   /** A lookup failed: the conditions could not be decided, so the event is evaluated again later. */
-  private retryOrFail(claim: ClaimedEvent, explanation: RuleExplanation[], error: string): Verdict {
+  private retryOrFail(claim: ClaimedEvent, position: ChainPosition, explanation: RuleExplanation[], error: string): Verdict {
     const attempt = claim.attempts + 1;
-    if (attempt >= this.config.actionMaxAttempts) return { status: 'failed', explanation, matched: [], error };
+    if (attempt >= this.config.actionMaxAttempts) return { status: 'failed', position, explanation, matched: [], error };
     const retryAt = new Date(this.clock.now().getTime() + backoffDelayMs(attempt, Math.random)).toISOString();
-    return { status: 'received', explanation, matched: [], error, retryAt };
+    return { status: 'received', position, explanation, matched: [], error, retryAt };
   }
 
   private async commit(
@@ -109,17 +144,14 @@ export class EventProcessor {
     resource: Record<string, unknown> | undefined,
   ): Promise<number> {
     const now = this.clock.now().toISOString();
-    const executions = verdict.matched.map(({ rule, evaluation }) => this.newExecution(claim, rule, evaluation, now));
-    for (const entry of verdict.explanation) {
-      entry.execution = executions.find((e) => e.ruleId === entry.rule)?.id;
-    }
     const done = verdict.status !== 'received';
     const update = await manager.update(
       EventEntity,
       { seq: claim.seq, leaseOwner: owner, status: 'received' },
       {
         status: verdict.status,
-        explanation: JSON.stringify(verdict.explanation),
+        depth: verdict.position.depth,
+        selfCaused: verdict.position.selfCaused,
         error: verdict.error ?? null,
         processedAt: done ? now : null,
         attempts: claim.attempts + (done ? 0 : 1),
@@ -131,18 +163,37 @@ export class EventProcessor {
     if (!update.affected) return 0;
     if (!done) {
       this.logger.warn({ msg: 'event evaluation postponed', event: claim.event_id, error: verdict.error, retryAt: verdict.retryAt });
+      await manager.update(EventEntity, { seq: claim.seq }, { explanation: JSON.stringify(verdict.explanation) });
       return 0;
     }
-    if (executions.length > 0) {
-      await manager.insert(ExecutionEntity, executions);
-      const runs = executions.map((e) => newActionRun(e, JSON.parse(e.ruleSnapshot) as RuleSnapshot, 0, claim.resource_key, now));
-      await manager.insert(ActionRunEntity, runs);
-    }
+    const runs = await this.recordExecutions(manager, claim, verdict, now);
+    await manager.update(EventEntity, { seq: claim.seq }, { explanation: JSON.stringify(verdict.explanation) });
     if (claim.resource_key && resource) await this.saveSnapshot(manager, claim, resource, now);
-    return executions.length;
+    this.metrics.eventProcessed(claim.type, verdict.status);
+    return runs;
   }
 
-  private newExecution(claim: ClaimedEvent, rule: LoadedRule, evaluation: RuleEvaluation, now: string): ExecutionEntity {
+  private async recordExecutions(manager: EntityManager, claim: ClaimedEvent, verdict: Verdict, now: string): Promise<number> {
+    let runs = 0;
+    for (const match of verdict.matched) {
+      const execution = this.newExecution(claim, match, now);
+      const throttle = match.rule.definition.options?.throttle;
+      const throttled =
+        throttle !== undefined && match.throttleKey !== null &&
+        (await overThrottle(manager, this.db.kind, match.rule.id, match.throttleKey, throttle, new Date(now)));
+      if (throttled) Object.assign(execution, { status: 'throttled', finishedAt: now });
+      await manager.insert(ExecutionEntity, execution);
+      const entry = verdict.explanation.find((e) => e.rule === match.rule.id);
+      if (entry) Object.assign(entry, { execution: execution.id }, throttled ? { outcome: 'throttled' } : {});
+      this.metrics.ruleMatched(match.rule.id, throttled ? 'throttled' : 'matched');
+      if (throttled) continue;
+      await manager.insert(ActionRunEntity, newActionRun(execution, JSON.parse(execution.ruleSnapshot) as RuleSnapshot, 0, claim.resource_key, now));
+      runs++;
+    }
+    return runs;
+  }
+
+  private newExecution(claim: ClaimedEvent, { rule, evaluation, throttleKey }: Match, now: string): ExecutionEntity {
     const snapshot: RuleSnapshot = {
       id: rule.id,
       name: rule.definition.name,
@@ -160,6 +211,7 @@ export class EventProcessor {
       conditions: JSON.stringify(evaluation.conditions),
       ruleSnapshot: JSON.stringify(snapshot),
       error: null,
+      throttleKey,
       createdAt: now,
       finishedAt: null,
     });

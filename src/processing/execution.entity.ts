@@ -7,6 +7,7 @@ export type ExecutionStatus = 'running' | 'succeeded' | 'failed' | 'throttled' |
 @Index('idx_executions_event', ['eventSeq'])
 @Index('idx_executions_rule', ['ruleId', 'createdAt'])
 @Index('idx_executions_status', ['status', 'createdAt'])
+@Index('idx_executions_throttle', ['ruleId', 'throttleKey', 'createdAt'])
 export class ExecutionEntity {
   @PrimaryColumn({ type: 'varchar', length: 36 })
   id!: string;
@@ -36,6 +37,10 @@ export class ExecutionEntity {
 
   @Column({ type: 'text', nullable: true })
   error!: string | null;
+
+  /** The rendered `options.throttle.key` when the rule has a throttle. */
+  @Column({ name: 'throttle_key', type: 'varchar', length: 300, nullable: true })
+  throttleKey!: string | null;
 
   @Column({ name: 'created_at', type: 'varchar', length: 30 })
   createdAt!: string;

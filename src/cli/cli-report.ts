@@ -1,0 +1,155 @@
+/**
+ * What `rules:test` and `rules:backtest` share: reading their command lines,
+ * printing condition outcomes and the requests actions would send, and the
+ * read-only access to the service that lookups need.
+ *
+ * Lookups are the only thing these dry runs may send. The service client is
+ * built from the SERVICE_* variables alone, so an unrelated setting of the
+ * engine (ADMIN_TOKEN, DRY_RUN, …) cannot stop a dry run, and a bad key only
+ * matters when a condition actually asks the service: it then shows on that
+ * condition instead of failing the whole command.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ServiceClient } from '../actions/service-client.js';
+import { ServiceLookups } from '../actions/service-lookups.js';
+import type { ServiceRequest } from '../actions/service-operations.js';
+import { systemClock } from '../clock.js';
+import { loadConfig } from '../config/config.js';
+import type { ActionPreview } from '../processing/rule-tester.js';
+import type { Lookups } from '../rules/facts.js';
+import type { ConditionResult } from '../rules/rule-evaluator.js';
+import type { CliContext, Colors } from './cli-output.js';
+
+// ---- command lines -------------------------------------------------------
+
+export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
+
+export interface CommandLine {
+  positionals: string[];
+  values: Record<string, string | boolean | undefined>;
+}
+
+/** node:util parseArgs with short messages: `unknown option --x`, `--event needs a value`. */
+export function readCommandLine(args: readonly string[], options: OptionSpec): CommandLine | { error: string } {
+  try {
+    const { positionals, values } = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+    return { positionals, values: values as CommandLine['values'] };
+  } catch (error) {
+    const { code, message } = error as { code?: string; message: string };
+    const option = /'(--?[^' =<]+)/.exec(message)?.[1] ?? '';
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return { error: `unknown option ${option}` };
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      return { error: /does not take/.test(message) ? `${option} takes no value` : `${option} needs a value` };
+    }
+    return { error: message.split('\n')[0] };
+  }
+}
+
+/** An ISO-8601 instant from an option, or an error naming the option. */
+export function instantOption(name: string, raw: string | boolean | undefined): { value?: Date; error?: string } {
+  if (typeof raw !== 'string') return {};
+  const ms = Date.parse(raw);
+  if (Number.isNaN(ms)) return { error: `--${name} must be an ISO-8601 date-time, got "${raw}"` };
+  return { value: new Date(ms) };
+}
+
+// ---- values, conditions, requests ----------------------------------------
+
+/** JSON, shortened for a terminal line; `undefined` spelled out. */
+export function show(value: unknown, max = 160): string {
+  if (value === undefined) return 'undefined';
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** `fact $.path {params} operator value`, as written in the rule. */
+export function conditionText(condition: ConditionResult): string {
+  const parts = [condition.fact];
+  if (condition.params !== undefined) parts.push(show(condition.params));
+  if (condition.path !== undefined) parts.push(condition.path);
+  parts.push(condition.operator, show(condition.value));
+  return parts.join(' ');
+}
+
+/** One line per condition: mark, position, condition, actual value (or why there is none). */
+export function conditionLine(condition: ConditionResult, paint: Colors): string {
+  const where = paint.dim(condition.group.padEnd(10));
+  if (condition.skipped) return `  ${paint.dim('-')} ${where} ${paint.dim(`${conditionText(condition)}  (skipped: not needed to decide)`)}`;
+  const mark = condition.result ? paint.green('✓') : paint.red('✗');
+  const actual = condition.error !== undefined
+    ? paint.red(`(error: ${condition.error})`)
+    : paint.dim(`(actual: ${show(condition.factValue)})`);
+  return `  ${mark} ${where} ${conditionText(condition)}  ${actual}`;
+}
+
+/** `POST /v1/tasks`, `GET /v1/tasks?project_id=prj_1`: the request as the service sees it. */
+export function requestLine(request: Pick<ServiceRequest, 'method' | 'path' | 'query'>): string {
+  const query = request.query && Object.keys(request.query).length > 0 ? `?${new URLSearchParams(request.query).toString()}` : '';
+  return `${request.method} /v1${request.path}${query}`;
+}
+
+/**
+ * The actions' previews, numbered as in the rule. `total` is the rule's action
+ * count: previews stop at an action that fails without continueOnError.
+ */
+export function actionLines(previews: readonly ActionPreview[], total: number, paint: Colors, indent = '  '): string[] {
+  const lines: string[] = [];
+  previews.forEach((preview, i) => {
+    const name = `${i + 1}. ${preview.type}${preview.id !== undefined ? ` (${preview.id})` : ''}`;
+    if (preview.error !== undefined) {
+      lines.push(`${indent}${paint.red('✗')} ${name}: ${paint.red(`${preview.error.code}: ${preview.error.message}`)}`);
+      return;
+    }
+    if (preview.request === undefined) return;
+    lines.push(`${indent}${paint.green('→')} ${name}: ${paint.bold(requestLine(preview.request))}`);
+    // The body exactly as the client serialises it.
+    if (preview.request.body !== undefined) lines.push(`${indent}    ${JSON.stringify(preview.request.body)}`);
+  });
+  const notRun = total - previews.length;
+  if (notRun > 0) lines.push(`${indent}${paint.dim(`(${notRun === 1 ? 'the action' : `the ${notRun} actions`} after it would not run)`)}`);
+  return lines;
+}
+
+export function failedActions(previews: readonly ActionPreview[]): number {
+  return previews.filter((preview) => preview.error !== undefined).length;
+}
+
+export function sentRequests(previews: readonly ActionPreview[]): number {
+  return previews.filter((preview) => preview.request !== undefined).length;
+}
+
+// ---- the service, read-only ----------------------------------------------
+
+const SERVICE_VARIABLES = ['SERVICE_API_URL', 'SERVICE_API_KEY', 'SERVICE_PLAN', 'SERVICE_RATE_LIMIT_PER_MINUTE', 'SERVICE_TIMEOUT_MS'];
+
+function refusing(message: string): Lookups {
+  const fail = () => Promise.reject(new Error(message));
+  return { project: fail, user: fail, tasks: fail };
+}
+
+/**
+ * A factory of fresh lookups (one per event, as the engine makes them) over one
+ * client, so a backtest of many events keeps to one rate budget.
+ */
+export function lookupsFromEnv(env: CliContext['env']): () => Lookups {
+  const picked = Object.fromEntries(SERVICE_VARIABLES.map((name) => [name, env[name]]));
+  let client: ServiceClient;
+  try {
+    client = new ServiceClient(loadConfig(picked, () => 'unused-by-dry-runs'), systemClock);
+  } catch (error) {
+    const message = (error as Error).message;
+    return () => refusing(message);
+  }
+  return () => new ServiceLookups(client);
+}
+
+/** Said once under the conditions when a lookup was refused for want of a key. */
+export function lookupHint(conditions: readonly ConditionResult[]): string | undefined {
+  if (!conditions.some((c) => c.error?.includes('SERVICE_API_KEY'))) return undefined;
+  return 'set SERVICE_API_KEY (and SERVICE_API_URL) to let lookups read the service: only GET requests are sent';
+}

@@ -1,0 +1,81 @@
+/**
+ * Prometheus metrics (SPEC section 9). One registry per application instance,
+ * so several engines in one process (tests) do not share counters.
+ */
+import { Injectable } from '@nestjs/common';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+@Injectable()
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly eventsReceived = new Counter({
+    name: 'engine_events_received_total',
+    help: 'Webhook and injected events by type and intake outcome (accepted, duplicate, or the error code)',
+    labelNames: ['type', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly eventsProcessed = new Counter({
+    name: 'engine_events_processed_total',
+    help: 'Events evaluated, by type and final status',
+    labelNames: ['type', 'status'],
+    registers: [this.registry],
+  });
+  readonly ruleMatches = new Counter({
+    name: 'engine_rule_matches_total',
+    help: 'Rules that matched an event, by rule and outcome (matched, throttled)',
+    labelNames: ['rule', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly actionRuns = new Counter({
+    name: 'engine_action_runs_total',
+    help: 'Action run attempts by action type and outcome',
+    labelNames: ['type', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly actionDuration = new Histogram({
+    name: 'engine_action_duration_seconds',
+    help: 'Time of one request to the service, by action type',
+    labelNames: ['type'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly loopsBlocked = new Counter({
+    name: 'engine_loops_blocked_total',
+    help: 'Events not evaluated because their chain of engine-caused events reached MAX_CHAIN_DEPTH',
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'engine_queue_depth',
+    help: 'Work waiting: events not yet evaluated, action runs not yet finished',
+    labelNames: ['queue'],
+    registers: [this.registry],
+  });
+  readonly rateLimitRemaining = new Gauge({
+    name: 'engine_service_ratelimit_remaining',
+    help: 'The last X-RateLimit-Remaining the service sent',
+    registers: [this.registry],
+  });
+
+  eventReceived(type: string, outcome: string): void {
+    this.eventsReceived.inc({ type: bounded(type), outcome });
+  }
+
+  eventProcessed(type: string, status: string): void {
+    this.eventsProcessed.inc({ type: bounded(type), status });
+  }
+
+  ruleMatched(rule: string, outcome: string): void {
+    this.ruleMatches.inc({ rule, outcome });
+  }
+
+  actionRun(type: string, outcome: string, seconds?: number): void {
+    this.actionRuns.inc({ type, outcome });
+    if (seconds !== undefined) this.actionDuration.observe({ type }, seconds);
+  }
+}
+
+/** Event types come from outside: keep a hostile sender from creating unbounded label values. */
+function bounded(type: string): string {
+  return /^[a-z0-9_.-]{1,60}$/i.test(type) ? type : 'other';
+}

@@ -1,0 +1,39 @@
+/**
+ * `options.throttle`: at most `limit` executions of a rule per `windowSeconds`
+ * per rendered key; the rest are recorded as `throttled`. The count is taken
+ * inside the transaction that records the execution, under a lock on the
+ * (rule, key) pair on PostgreSQL (SQLite transactions are serial already), so
+ * concurrent events and replicas cannot both slip under the limit.
+ */
+import { MoreThan, Not, type EntityManager } from 'typeorm';
+import { renderString } from '../actions/template.js';
+import type { DatabaseKind } from '../database/data-source.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import { nowFact } from '../rules/facts.js';
+import type { LoadedRule, ThrottleOptions } from '../rules/rule.types.js';
+import { ExecutionEntity } from './execution.entity.js';
+
+/** The rendered throttle key of a rule for an event (the rule id alone when it has no key template). */
+export function throttleKey(rule: LoadedRule, event: EventEnvelope, now: Date): string | null {
+  const throttle = rule.definition.options?.throttle;
+  if (!throttle) return null;
+  if (!throttle.key) return '';
+  const context = { event, rule: { id: rule.id, name: rule.definition.name }, now: nowFact(now, 'UTC') };
+  return renderString(throttle.key, context, 'options.throttle.key').slice(0, 300);
+}
+
+export async function overThrottle(
+  manager: EntityManager,
+  kind: DatabaseKind,
+  ruleId: string,
+  key: string,
+  throttle: ThrottleOptions,
+  now: Date,
+): Promise<boolean> {
+  if (kind === 'postgres') await manager.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`throttle:${ruleId}:${key}`]);
+  const since = new Date(now.getTime() - throttle.windowSeconds * 1000).toISOString();
+  const recent = await manager.count(ExecutionEntity, {
+    where: { ruleId, throttleKey: key, createdAt: MoreThan(since), status: Not('throttled') },
+  });
+  return recent >= throttle.limit;
+}
