@@ -1,5 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ActionRunner } from './actions/action-runner.js';
 import { ServiceClient } from './actions/service-client.js';
@@ -19,12 +20,14 @@ import { ErrorFilter } from './error.filter.js';
 import { EventWriter } from './intake/event-writer.js';
 import { IntakeController } from './intake/intake.controller.js';
 import { IntakeService } from './intake/intake.service.js';
+import { Schedules } from './intake/schedules.js';
 import { HealthController } from './observability/health.controller.js';
 import { MetricsController } from './observability/metrics.controller.js';
 import { Metrics } from './observability/metrics.js';
 import { EventProcessor } from './processing/event-processor.js';
 import { WorkQueue } from './processing/work-queue.js';
 import { Workers } from './processing/workers.js';
+import { Retention } from './processing/retention.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
 import { RuleWatcher } from './rules/rule-watcher.js';
 
@@ -34,7 +37,11 @@ export class AppModule {
   static forConfig(config: EngineConfig, clock: Clock = systemClock): DynamicModule {
     return {
       module: AppModule,
-      imports: [TypeOrmModule.forRoot(dataSourceOptions(config.databaseUrl)), TypeOrmModule.forFeature(ENTITIES)],
+      imports: [
+        TypeOrmModule.forRoot(dataSourceOptions(config.databaseUrl)),
+        TypeOrmModule.forFeature(ENTITIES),
+        ScheduleModule.forRoot(),
+      ],
       controllers: [
         IntakeController,
         AdminRulesController,
@@ -53,6 +60,7 @@ export class AppModule {
         // intake
         EventWriter,
         IntakeService,
+        Schedules,
         // rules
         RuleRegistry,
         ApiRulesService,
@@ -64,6 +72,7 @@ export class AppModule {
         WorkQueue,
         EventProcessor,
         Workers,
+        Retention,
         // admin
         AdminGuard,
         AdminQueryService,

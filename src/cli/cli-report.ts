@@ -76,15 +76,20 @@ export function conditionText(condition: ConditionResult): string {
   return parts.join(' ');
 }
 
-/** One line per condition: mark, position, condition, actual value (or why there is none). */
-export function conditionLine(condition: ConditionResult, paint: Colors): string {
-  const where = paint.dim(condition.group.padEnd(10));
-  if (condition.skipped) return `  ${paint.dim('-')} ${where} ${paint.dim(`${conditionText(condition)}  (skipped: not needed to decide)`)}`;
-  const mark = condition.result ? paint.green('✓') : paint.red('✗');
-  const actual = condition.error !== undefined
-    ? paint.red(`(error: ${condition.error})`)
-    : paint.dim(`(actual: ${show(condition.factValue)})`);
-  return `  ${mark} ${where} ${conditionText(condition)}  ${actual}`;
+/**
+ * One line per condition: mark (✓ passed, ✗ failed, ! its fact could not be
+ * read, - skipped), position in the tree, the condition, and the actual value.
+ */
+export function conditionLines(conditions: readonly ConditionResult[], paint: Colors, indent = '  '): string[] {
+  const width = Math.max(0, ...conditions.map((c) => c.group.length));
+  return conditions.map((condition) => {
+    const where = paint.dim(condition.group.padEnd(width));
+    const text = conditionText(condition);
+    if (condition.skipped) return `${indent}${paint.dim('-')} ${where}  ${paint.dim(`${text}  (skipped: not needed to decide)`)}`;
+    if (condition.error !== undefined) return `${indent}${paint.red('!')} ${where}  ${text}  ${paint.red(`(error: ${condition.error})`)}`;
+    const mark = condition.result ? paint.green('✓') : paint.red('✗');
+    return `${indent}${mark} ${where}  ${text}  ${paint.dim(`(actual: ${show(condition.factValue)})`)}`;
+  });
 }
 
 /** `POST /v1/tasks`, `GET /v1/tasks?project_id=prj_1`: the request as the service sees it. */

@@ -121,7 +121,8 @@ export function failingConditions(conditions: readonly AdminCondition[] = []): A
 /** `ignored (1 rule listened, none matched)`, `processed (2 of 3 rules matched)`. */
 export function eventOutcome(event: AdminEvent): string {
   const listened = event.rules.length;
-  const matched = event.rules.filter((r) => r.outcome === 'matched').length;
+  // A throttled rule did match; its actions were held back.
+  const matched = event.rules.filter((r) => r.outcome === 'matched' || r.outcome === 'throttled').length;
   let detail: string;
   if (listened === 0) detail = `no rule listens to ${event.type}`;
   else if (matched === 0) detail = `${listened === 1 ? '1 rule' : `${listened} rules`} listened, none matched`;
@@ -212,7 +213,9 @@ export class StepRenderer {
     const execution =
       event.executions.find((x) => outcome.execution !== undefined && x.id === outcome.execution) ??
       event.executions.find((x) => x.rule === outcome.rule);
-    const status = execution && execution.status !== 'succeeded' ? ` → ${execution.status}${execution.error ? `: ${execution.error}` : ''}` : '';
+    let status = '';
+    if (execution?.status === 'throttled') status = ` → throttled by options.throttle${execution.error ? ` (${execution.error})` : ''}, no action run`;
+    else if (execution && execution.status !== 'succeeded') status = ` → ${execution.status}${execution.error ? `: ${execution.error}` : ''}`;
     this.lines.push(`${indent}${paint.green('✓')} rule ${outcome.rule} matched${status}`);
     for (const run of execution?.actions ?? []) {
       this.lines.push(`${indent}    → ${requestText(run)} → ${answerText(run, paint)}`);

@@ -108,6 +108,26 @@ describe('demo report', () => {
         '   ✗ the workflow ran',
       ]);
     });
+
+    it('says why a rule was not evaluated or ran no action', () => {
+      const step: StepRecord = {
+        title: 'Loops and throttles',
+        how: 'how',
+        triggers: [{ eventId: 'evt_1', type: 'task.updated' }],
+        events: new Map([['evt_1', anEvent({
+          type: 'task.updated',
+          rules: [{ rule: 'escalate', outcome: 'ignored_self_caused' }, { rule: 'notify', outcome: 'throttled', execution: 'x1' }],
+          executions: [{ id: 'x1', rule: 'notify', status: 'throttled', actions: [] }],
+        })]]),
+        webhooks: [],
+        checks: [],
+      };
+      expect(renderStep(1, step, plain).slice(2)).toEqual([
+        '   event task.updated evt_1 → processed (1 of 2 rules matched)',
+        "     · rule escalate not evaluated: the engine's own action caused this event (loop protection)",
+        '     ✓ rule notify matched → throttled by options.throttle, no action run',
+      ]);
+    });
   });
 });
 

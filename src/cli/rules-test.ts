@@ -13,7 +13,7 @@ import { loadRulePath, type RuleFiles } from '../rules/rule-files.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import {
-  actionLines, conditionLine, failedActions, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
+  actionLines, conditionLines, failedActions, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
 } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
 
@@ -70,12 +70,16 @@ export function parseArgs(args: readonly string[]): Parsed {
 
 class UsageError extends Error {}
 
+function notFound(error: unknown): boolean {
+  return (error as { code?: string }).code === 'ENOENT';
+}
+
 async function readEvent(path: string): Promise<EventEnvelope> {
   let raw: Buffer;
   try {
     raw = await readFile(path);
   } catch (error) {
-    throw new UsageError(`cannot read event file ${path}: ${(error as Error).message}`);
+    throw new UsageError(notFound(error) ? `event file not found: ${path}` : `cannot read event file ${path}: ${(error as Error).message}`);
   }
   const parsed = parseEnvelope(raw);
   if (!parsed.ok) throw new UsageError(`${path} is not a valid event: ${parsed.message}`);
@@ -88,7 +92,7 @@ async function readRules(path: string): Promise<RuleFiles> {
     return await loadRulePath(path);
   } catch (error) {
     if (error instanceof UsageError) throw error;
-    throw new UsageError(`cannot read rule file ${path}: ${(error as Error).message}`);
+    throw new UsageError(notFound(error) ? `rule file not found: ${path}` : `cannot read rule file ${path}: ${(error as Error).message}`);
   }
 }
 
@@ -110,12 +114,12 @@ export function fires(result: RuleTestResult): boolean {
 }
 
 function headerLines(rule: LoadedRule, result: RuleTestResult, event: EventEnvelope, files: { rule: string; event: string }, paint: Colors): string[] {
-  const state = rule.enabled ? 'enabled' : paint.yellow('disabled: the engine would not run it');
+  const state = rule.enabled ? paint.dim('enabled') : paint.yellow('disabled: the engine would not run it');
   const listens = result.listens
     ? `${paint.green('yes')} (on ${rule.triggers.join(', ')})`
     : `${paint.red('no')}: it listens to ${rule.triggers.join(', ') || 'nothing'}, not ${event.type}`;
   return [
-    `${paint.bold('rule')}     ${rule.id}  ${paint.dim(`${files.rule}, version ${rule.version}, ${rule.enabled ? '' : ''}`)}${state}`,
+    `${paint.bold('rule')}     ${rule.id}  ${paint.dim(`${files.rule}, version ${rule.version},`)} ${state}`,
     `${paint.bold('event')}    ${event.id}  ${event.type}  ${paint.dim(files.event)}`,
     `${paint.bold('listens')}  ${listens}`,
   ];
@@ -123,8 +127,10 @@ function headerLines(rule: LoadedRule, result: RuleTestResult, event: EventEnvel
 
 function conditionSection(rule: LoadedRule, result: RuleTestResult, event: EventEnvelope, paint: Colors): string[] {
   if (rule.definition.conditions === undefined) return [`${paint.bold('conditions')} none: the rule matches every event it listens to`];
-  const lines = [paint.bold('conditions'), ...result.conditions.map((c) => conditionLine(c, paint))];
-  if (result.error !== undefined) lines.push(`  ${paint.red(`could not evaluate: ${result.error}`)}`);
+  const lines = [paint.bold('conditions'), ...conditionLines(result.conditions, paint)];
+  // A failed lookup already shows on its condition; other errors (a bad regular expression, …) only here.
+  const shown = result.conditions.some((c) => c.error !== undefined);
+  if (result.error !== undefined && !shown) lines.push(`  ${paint.red(`could not evaluate: ${result.error}`)}`);
   const hint = lookupHint(result.conditions);
   if (hint !== undefined) lines.push(`  ${paint.dim(`note: ${hint}`)}`);
   const usesChanges = result.conditions.some((c) => c.fact === 'changes');
@@ -142,7 +148,7 @@ function actionSection(rule: LoadedRule, result: RuleTestResult, paint: Colors):
 
 export function summaryLine(result: RuleTestResult, event: EventEnvelope, paint: Colors): string {
   const subject = `${result.rule} on ${event.id}`;
-  if (result.error !== undefined) return paint.red(`✗ no match: ${subject}: could not be evaluated`);
+  if (result.error !== undefined) return paint.red(`✗ no match: ${subject}: could not be evaluated (see above)`);
   if (!result.listens) {
     const also = result.matched ? ' (its conditions would match)' : '';
     return paint.red(`✗ no match: ${subject}: the rule does not listen to ${event.type}${also}`);
@@ -153,7 +159,8 @@ export function summaryLine(result: RuleTestResult, event: EventEnvelope, paint:
     return paint.red(`✗ no match: ${subject}: ${failed} of ${plural(leaves.length, 'condition')} failed`);
   }
   const failures = failedActions(result.actions);
-  const text = `${subject}: ${plural(leaves.filter((c) => c.result).length, 'condition')} passed, ${plural(sentRequests(result.actions), 'request')} would be sent`;
+  const passed = leaves.length === 0 ? 'no conditions' : `${plural(leaves.filter((c) => c.result).length, 'condition')} passed`;
+  const text = `${subject}: ${passed}, ${plural(sentRequests(result.actions), 'request')} would be sent`;
   if (failures > 0) return paint.yellow(`✓ match: ${text}, ${plural(failures, 'action')} would fail`);
   return paint.green(`✓ match: ${text}`);
 }

@@ -40,6 +40,7 @@ export class RuleRegistry implements OnModuleInit {
   private currentIndex = new RuleIndex([]);
   private loadedOnce = false;
   private reloading: Promise<ReloadReport> | undefined;
+  private readonly changeListeners: Array<() => void> = [];
   /** Problems of the last reload, by file. */
   problems: RuleProblem[] = [];
 
@@ -69,6 +70,11 @@ export class RuleRegistry implements OnModuleInit {
   get(id: string): LoadedRule | undefined {
     const rule = this.fileRules.get(id) ?? this.apiRules.get(id);
     return rule && this.withOverride(rule);
+  }
+
+  /** Called whenever the set of rules or their enabled state changes (the schedules follow it). */
+  onChange(listener: () => void): void {
+    this.changeListeners.push(listener);
   }
 
   /** The problems that currently keep a file rule at its last good version. */
@@ -167,6 +173,7 @@ export class RuleRegistry implements OnModuleInit {
 
   private rebuildIndex(): void {
     this.currentIndex = new RuleIndex(this.all());
+    for (const listener of this.changeListeners) listener();
   }
 }
 
