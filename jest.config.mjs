@@ -8,9 +8,11 @@ const common = {
 };
 export default {
   maxWorkers: 2,
+  // End-to-end tests wait on real servers; a unit test never comes near this.
+  testTimeout: 60_000,
   forceExit: true,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
-    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'], testTimeout: 60_000 },
+    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts']},
   ],
 };

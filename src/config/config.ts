@@ -81,11 +81,8 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
 function databaseUrl(env: Env): string {
   const raw = value(env, 'DATABASE_URL') ?? 'sqlite:./data/engine.sqlite';
   if (raw === 'sqlite::memory:' || /^sqlite:.+/.test(raw) || /^postgres(ql)?:\/\/.+/.test(raw)) return raw;
-  // The value may carry a password, so only its scheme is repeated.
-  throw new ConfigError(
-    'DATABASE_URL',
-    `must be sqlite:PATH, sqlite::memory: or postgres://…, got a value starting "${raw.split(':')[0]}:"`,
-  );
+  // The value may carry a password, so it is not repeated.
+  throw new ConfigError('DATABASE_URL', 'must be sqlite:PATH, sqlite::memory: or postgres://… (the value given is none of these)');
 }
 
 function serviceApiUrl(env: Env): string {
@@ -94,10 +91,13 @@ function serviceApiUrl(env: Env): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError('SERVICE_API_URL', `must be an http(s) URL, got "${raw}"`);
+    throw new ConfigError('SERVICE_API_URL', 'must be an http(s) URL (the value given is not a URL)');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ConfigError('SERVICE_API_URL', `must be an http(s) URL, got "${raw}"`);
+    throw new ConfigError('SERVICE_API_URL', `must be an http(s) URL, not ${url.protocol}`);
+  }
+  if (url.username || url.password) {
+    throw new ConfigError('SERVICE_API_URL', 'must not carry credentials: the key goes in SERVICE_API_KEY');
   }
   // Requests go to exactly one /v1, whether or not the configured address ends with it.
   const path = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');

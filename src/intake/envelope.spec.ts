@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { parseEnvelope, resourceKeyOf, safeJsonParse } from './envelope.js';
+import { MAX_NESTING, nestingDepth, parseEnvelope, resourceKeyOf, safeJsonParse } from './envelope.js';
 
 function anEvent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -152,24 +152,34 @@ describe(parseEnvelope.name, () => {
   });
 
   describe('deep nesting', () => {
-    // JSON.parse in V8 and secure-json-parse's scan are both iterative, so depth
-    // alone cannot overflow the stack here: the event parses like any other.
-    it.each([10_000, 100_000])('parses an event nested %i levels deep without crashing', (depth) => {
+    // Parsing itself is iterative, but later steps (snapshots, admin answers)
+    // stringify recursively, so absurd depth is refused at the door.
+    it.each([10_000, 100_000])('refuses an event nested %i levels deep as invalid_event', (depth) => {
       const text = `{"type":"deep","data":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
-      const result = envelopeOf(Buffer.from(text));
-      let node: unknown = result.envelope.data;
-      let levels = 0;
-      while (typeof node === 'object' && node !== null) {
-        node = (node as { a: unknown }).a;
-        levels++;
-      }
-      expect(levels).toBe(depth);
-      expect(node).toBe(1);
+      expect(parseEnvelope(Buffer.from(text))).toMatchObject({ ok: false, code: 'invalid_event' });
     });
 
-    it('parses arrays nested 10,000 levels deep', () => {
+    it('refuses arrays nested 10,000 levels deep', () => {
       const text = `{"type":"deep","data":{"a":${'['.repeat(10_000)}${']'.repeat(10_000)}}}`;
+      expect(parseEnvelope(Buffer.from(text))).toMatchObject({ ok: false, code: 'invalid_event' });
+    });
+
+    it(`accepts nesting up to ${MAX_NESTING} levels, brackets inside strings not counted`, () => {
+      const inner = MAX_NESTING - 2;
+      const text = `{"type":"deep","data":${'{"a":'.repeat(inner)}"[[[{{{\\"\\"}}"${'}'.repeat(inner)}}`;
       expect(envelopeOf(Buffer.from(text)).envelope.type).toBe('deep');
+    });
+  });
+
+  describe(nestingDepth.name, () => {
+    it.each([
+      ['{}', 1],
+      ['[[1],[2,[3]]]', 3],
+      ['{"a":"{[{["}', 1],
+      ['{"a":"\\"","b":[{}]}', 3],
+      ['"just a string"', 0],
+    ])('counts %s as %i deep', (text, depth) => {
+      expect(nestingDepth(text)).toBe(depth);
     });
   });
 });

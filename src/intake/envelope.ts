@@ -18,6 +18,8 @@ export type EnvelopeResult =
   | { ok: false; code: 'invalid_json' | 'invalid_event'; message: string };
 
 const MAX_ID = 255;
+/** Real events nest a few levels; far deeper nesting only exhausts stacks further down the line. */
+export const MAX_NESTING = 64;
 const MAX_TYPE = 200;
 /** The kinds of resource an event can be about, in the order they are looked for. */
 const RESOURCE_KINDS = ['task', 'project', 'user', 'workflow_run', 'workflow'];
@@ -40,10 +42,31 @@ export function resourceKeyOf(data: Record<string, unknown>): string | null {
   return null;
 }
 
+/** How deeply arrays and objects nest in JSON text, counted without recursion and without parsing. */
+export function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91 /* { [ */) deepest = Math.max(deepest, ++depth);
+    else if (c === 125 || c === 93 /* } ] */) depth--;
+  }
+  return deepest;
+}
+
 export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
   let parsed: unknown;
+  const text = rawBody.toString('utf8');
+  if (nestingDepth(text) > MAX_NESTING) {
+    return { ok: false, code: 'invalid_event', message: `event nests deeper than ${MAX_NESTING} levels` };
+  }
   try {
-    parsed = safeJsonParse(rawBody.toString('utf8'));
+    parsed = safeJsonParse(text);
   } catch (error) {
     return { ok: false, code: 'invalid_json', message: `body is not valid JSON: ${(error as Error).message}` };
   }

@@ -31,7 +31,7 @@ export function upcomingTicks(cron: string, timezone: string | undefined, from: 
   const ticks: string[] = [];
   let cursor = from;
   for (let i = 0; i < count; i++) {
-    const next = time.getNextDateFrom(cursor).toJSDate();
+    const next = time.getNextDateFrom(cursor, timezone ?? 'UTC').toJSDate();
     ticks.push(next.toISOString());
     cursor = next;
   }

@@ -53,15 +53,24 @@ export class JsonLogger implements LoggerService {
 
   private emit(level: LogLevel, message: unknown, rest: unknown[]): void {
     if (ORDER[level] < ORDER[this.level]) return;
-    // Nest passes the context last; an error's stack comes before it.
-    const context = typeof rest[rest.length - 1] === 'string' ? (rest.pop() as string) : undefined;
-    const entry: Record<string, unknown> = { time: new Date().toISOString(), level };
-    if (context) entry.context = context;
+    // Nest passes (message, stack?, context?): a trailing string is the context unless it looks like a stack.
+    const last = rest[rest.length - 1];
+    const context = typeof last === 'string' && !isStack(last) ? (rest.pop() as string) : undefined;
+    const entry: Record<string, unknown> = {};
     if (message !== null && typeof message === 'object' && !(message instanceof Error)) Object.assign(entry, message);
     else entry.msg = message instanceof Error ? message.message : String(message);
-    if (rest.length > 0 && typeof rest[0] === 'string') entry.stack = rest[0];
+    if (typeof rest[0] === 'string') entry.stack = rest[0];
+    else if (message instanceof Error && message.stack) entry.stack = message.stack;
+    // Written last, so a logged object cannot overwrite them.
+    entry.time = new Date().toISOString();
+    entry.level = level;
+    if (context) entry.context = context;
     this.write(`${this.redactor.redact(safeStringify(entry))}\n`);
   }
+}
+
+function isStack(text: string): boolean {
+  return /\n\s+at /.test(text);
 }
 
 function safeStringify(value: unknown): string {
