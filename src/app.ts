@@ -7,6 +7,7 @@ import { type Clock, systemClock } from './clock.js';
 import { type EngineConfig, secretsOf } from './config/config.js';
 import { IntakeService } from './intake/intake.service.js';
 import { JsonLogger, Redactor } from './observability/json-logger.js';
+import { setupOpenApi } from './admin/openapi.js';
 
 export interface AppOptions {
   clock?: Clock;
@@ -22,6 +23,7 @@ export async function createApp(config: EngineConfig, options: AppOptions = {}):
     logger,
   });
   app.getHttpAdapter().getInstance().disable('x-powered-by');
+  setupOpenApi(app);
   return app;
 }
 

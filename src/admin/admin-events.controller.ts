@@ -3,10 +3,13 @@ import type { Request, Response } from 'express';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { readBody } from '../intake/intake.controller.js';
 import { IntakeService } from '../intake/intake.service.js';
+import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
+import { AdminRoute, JsonBody, ListQueries, Paged } from './openapi.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 
+@ApiTags('events')
 @Controller('admin/events')
 @UseGuards(AdminGuard)
 export class AdminEventsController {
@@ -17,11 +20,14 @@ export class AdminEventsController {
   ) {}
 
   @Get()
+  @AdminRoute('Stored events, newest first', 200, Paged('EventSummary'))
+  @ListQueries(['type', 'event type, e.g. task.completed'], ['status', 'received, processed, ignored, failed or loop_blocked'])
   list(@Query() query: Record<string, string | undefined>) {
     return this.queries.listEvents(query, parseLimit(query.limit));
   }
 
   @Get(':id')
+  @AdminRoute('One event: every rule that listened with each condition, and what the matched rules did', 200, 'EventDetail', [404, 'no such event'])
   get(@Param('id') id: string) {
     return this.queries.getEvent(id);
   }
@@ -29,6 +35,7 @@ export class AdminEventsController {
   /** Evaluates a stored event again, as a new event linked to the original. */
   @Post(':id/replay')
   @HttpCode(202)
+  @AdminRoute('Evaluate a stored event again, as a new event linked to the original', 202, 'Replayed', [404, 'no such event'])
   replay(@Param('id') id: string) {
     return this.intake.replay(id);
   }
@@ -36,6 +43,8 @@ export class AdminEventsController {
   /** Injects an event as if the service had sent it, without a signature. */
   @Post()
   @HttpCode(202)
+  @AdminRoute('Inject an event (no signature needed); 200 when its id is known already', 202, 'Accepted', [400, 'not JSON or not an event'], [413, 'larger than WEBHOOK_MAX_BYTES'])
+  @JsonBody('Event')
   async inject(@Req() req: Request, @Res({ passthrough: true }) res: Response) {
     const result = await this.intake.accept(await readBody(req, this.config.webhookMaxBytes), 'admin');
     if (result.status === 'duplicate') res.status(200);

@@ -39,7 +39,8 @@ export class AdminRulesService {
     const counts = await this.counts();
     return this.registry
       .all()
-      .sort((a, b) => a.id.localeCompare(b.id))
+      // Code-unit order, the order the list's cursor (`id > after`) pages in; localeCompare differs on ".", "-", "_".
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       .map((rule) => this.summary(rule, counts.get(rule.id)));
   }
 

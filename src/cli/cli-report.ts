@@ -15,10 +15,12 @@ import { ServiceLookups } from '../actions/service-lookups.js';
 import type { ServiceRequest } from '../actions/service-operations.js';
 import { systemClock } from '../clock.js';
 import { loadConfig } from '../config/config.js';
+import type { BacktestEventReport, BacktestReport } from '../processing/backtest.js';
 import type { ActionPreview } from '../processing/rule-tester.js';
 import type { Lookups } from '../rules/facts.js';
 import type { ConditionResult } from '../rules/rule-evaluator.js';
-import type { CliContext, Colors } from './cli-output.js';
+import type { LoadedRule } from '../rules/rule.types.js';
+import { plural, type CliContext, type Colors } from './cli-output.js';
 
 // ---- command lines -------------------------------------------------------
 
@@ -126,6 +128,50 @@ export function failedActions(previews: readonly ActionPreview[]): number {
 
 export function sentRequests(previews: readonly ActionPreview[]): number {
   return previews.filter((preview) => preview.request !== undefined).length;
+}
+
+// ---- backtest reports -----------------------------------------------------
+
+/** An event's differences and errors; nothing for an event handled as before. */
+export function eventLines(report: BacktestEventReport, rules: ReadonlyMap<string, LoadedRule>, paint: Colors): string[] {
+  const { newly_matched: newly, no_longer_matched: gone } = report.differences;
+  const errors = report.errors ?? [];
+  if (newly.length + gone.length + errors.length === 0) return [];
+  const { id, type, received_at: receivedAt, status } = report.event;
+  const lines = [`${paint.bold(id)}  ${type}  ${paint.dim(`received ${receivedAt}, ${status} then`)}`];
+  for (const ruleId of newly) {
+    lines.push(`  ${paint.green('+')} ${ruleId}  would match now, did not then`);
+    const actions = report.would_match.find((m) => m.rule === ruleId)?.actions ?? [];
+    lines.push(...actionLines(actions, rules.get(ruleId)?.definition.actions.length ?? actions.length, paint, '      '));
+  }
+  for (const ruleId of gone) {
+    const then = report.matched_then.find((m) => m.rule === ruleId);
+    lines.push(`  ${paint.red('-')} ${ruleId}  matched then${then ? ` (${then.status})` : ''}, would not now`);
+  }
+  for (const error of errors) lines.push(`  ${paint.red('!')} ${error.rule}: ${paint.red(error.error)}`);
+  return lines;
+}
+
+/** Per rule, how many events it would match now and matched then; rules not backtested are marked. */
+export function ruleTable(report: BacktestReport, tested: readonly LoadedRule[], paint: Colors): string[] {
+  const counts = report.summary.rules;
+  const ids = [...new Set([...tested.map((rule) => rule.id), ...Object.keys(counts)])];
+  if (ids.length === 0) return [];
+  const testedIds = new Set(tested.map((rule) => rule.id));
+  const width = Math.max(...ids.map((id) => id.length), 'per rule'.length - 2);
+  const lines = [paint.bold(`${'per rule'.padEnd(width + 2)}  would match  matched then`)];
+  for (const id of ids) {
+    const wouldMatch = testedIds.has(id) ? String(counts[id]?.would_match ?? 0) : '-';
+    const note = testedIds.has(id) ? '' : paint.dim('  (not backtested)');
+    lines.push(`  ${id.padEnd(width)}  ${wouldMatch.padStart(11)}  ${String(counts[id]?.matched_then ?? 0).padStart(12)}${note}`);
+  }
+  return lines;
+}
+
+export function backtestSummaryLine(summary: BacktestReport['summary'], paint: Colors): string {
+  if (summary.events === 0) return paint.yellow('0 events checked: no stored event matches the filter');
+  const text = `${plural(summary.events, 'event')} checked: ${summary.would_match} would match, ${summary.matched_then} matched then, ${summary.differing} differing`;
+  return summary.differing === 0 ? paint.green(text) : paint.yellow(text);
 }
 
 // ---- the service, read-only ----------------------------------------------

@@ -158,6 +158,33 @@ export function answerText(run: AdminActionRun, paint: Colors): string {
   return run.status === 'failed' ? paint.red(text) : paint.yellow(text);
 }
 
+/** The line for a rule that ran no actions for this event; undefined when it matched (or was throttled). */
+function notRunLine(outcome: AdminRuleOutcome, paint: Colors): string | undefined {
+  if (outcome.outcome === 'matched' || outcome.outcome === 'throttled') return undefined;
+  if (outcome.outcome === 'not_matched') {
+    const why = failingConditions(outcome.conditions).map(conditionText).join('; ');
+    return `${paint.yellow('✗')} rule ${outcome.rule} did not match${why ? `: ${why}` : ''}`;
+  }
+  if (outcome.outcome === 'ignored_self_caused') {
+    return `${paint.dim('·')} rule ${outcome.rule} not evaluated: the engine's own action caused this event (loop protection)`;
+  }
+  const error = outcome.error ? `: ${outcome.error}` : '';
+  return `${paint.red('!')} rule ${outcome.rule} ${outcome.outcome.replace(/_/g, ' ')}${error}`;
+}
+
+/** Nothing for a succeeded execution; otherwise how it ended. */
+function executionNote(execution: AdminExecution | undefined): string {
+  if (execution === undefined || execution.status === 'succeeded') return '';
+  const error = execution.error ?? undefined;
+  if (execution.status === 'throttled') return ` → throttled by options.throttle${error ? ` (${error})` : ''}, no action run`;
+  return ` → ${execution.status}${error ? `: ${error}` : ''}`;
+}
+
+function deliveryProblem(w: WebhookLogEntry): string {
+  if (w.error !== undefined) return w.error;
+  return w.status === undefined ? w.state : `the engine answered ${w.status} ${w.response ?? ''}`.trim();
+}
+
 /** Renders one step's chains; each webhook is shown once, under the action that caused it when known. */
 export class StepRenderer {
   private readonly shown = new Set<string>();
@@ -187,7 +214,9 @@ export class StepRenderer {
     const shownId = this.paint.dim(fullId ? id : `${id.slice(0, 12)}…`);
     const event = this.step.events.get(id);
     if (event === undefined) {
-      this.lines.push(`${indent}${lead} ${type} ${shownId} → ${this.paint.red('no record at the engine')}`);
+      const webhook = this.step.webhooks.find((w) => w.event.id === id && w.state !== 'delivered');
+      const why = webhook ? `not delivered: ${deliveryProblem(webhook)}` : 'no record at the engine';
+      this.lines.push(`${indent}${lead} ${type} ${shownId} → ${this.paint.red(why)}`);
       return;
     }
     this.lines.push(`${indent}${lead} ${type} ${shownId} → ${eventOutcome(event)}`);
@@ -195,30 +224,17 @@ export class StepRenderer {
   }
 
   private rule(event: AdminEvent, outcome: AdminRuleOutcome, indent: string): void {
-    const { paint } = this;
-    if (outcome.outcome === 'not_matched') {
-      const why = failingConditions(outcome.conditions).map(conditionText).join('; ');
-      this.lines.push(`${indent}${paint.yellow('✗')} rule ${outcome.rule} did not match${why ? `: ${why}` : ''}`);
-      return;
-    }
-    if (outcome.outcome === 'ignored_self_caused') {
-      this.lines.push(`${indent}${paint.dim('·')} rule ${outcome.rule} not evaluated: the engine's own action caused this event (loop protection)`);
-      return;
-    }
-    if (outcome.outcome !== 'matched' && outcome.outcome !== 'throttled') {
-      const error = outcome.error ? `: ${outcome.error}` : '';
-      this.lines.push(`${indent}${paint.red('!')} rule ${outcome.rule} ${outcome.outcome.replace(/_/g, ' ')}${error}`);
+    const line = notRunLine(outcome, this.paint);
+    if (line !== undefined) {
+      this.lines.push(`${indent}${line}`);
       return;
     }
     const execution =
       event.executions.find((x) => outcome.execution !== undefined && x.id === outcome.execution) ??
       event.executions.find((x) => x.rule === outcome.rule);
-    let status = '';
-    if (execution?.status === 'throttled') status = ` → throttled by options.throttle${execution.error ? ` (${execution.error})` : ''}, no action run`;
-    else if (execution && execution.status !== 'succeeded') status = ` → ${execution.status}${execution.error ? `: ${execution.error}` : ''}`;
-    this.lines.push(`${indent}${paint.green('✓')} rule ${outcome.rule} matched${status}`);
+    this.lines.push(`${indent}${this.paint.green('✓')} rule ${outcome.rule} matched${executionNote(execution)}`);
     for (const run of execution?.actions ?? []) {
-      this.lines.push(`${indent}    → ${requestText(run)} → ${answerText(run, paint)}`);
+      this.lines.push(`${indent}    → ${requestText(run)} → ${answerText(run, this.paint)}`);
       const id = responseId(run);
       if (id === undefined || run.status !== 'succeeded') continue;
       for (const w of this.step.webhooks) {
@@ -229,11 +245,6 @@ export class StepRenderer {
 
   private sentBack(w: WebhookLogEntry, indent: string): void {
     this.shown.add(w.event.id);
-    if (w.state !== 'delivered') {
-      const why = w.error ?? (w.status === undefined ? w.state : `answered ${w.status}`);
-      this.lines.push(`${indent}↩ service sent ${w.event.type} ${this.paint.dim(w.event.id)} → ${this.paint.red(`not delivered: ${why}`)}`);
-      return;
-    }
     this.event(w.event.id, w.event.type, indent, '↩ service sent back', false);
   }
 }

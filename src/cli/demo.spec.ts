@@ -109,6 +109,14 @@ describe('demo report', () => {
       ]);
     });
 
+    it('says when the service could not deliver an event to the engine', () => {
+      const refused: WebhookLogEntry = { ...aWebhook('task.completed', 'evt_x', {}), state: 'failed', status: 401, response: '{"error":{"code":"invalid_signature"}}' };
+      const step: StepRecord = { title: 't', how: 'h', triggers: [{ eventId: 'evt_x', type: 'task.completed' }], events: new Map(), webhooks: [refused], checks: [] };
+      expect(renderStep(1, step, plain)[2]).toBe(
+        '   event task.completed evt_x → not delivered: the engine answered 401 {"error":{"code":"invalid_signature"}}',
+      );
+    });
+
     it('says why a rule was not evaluated or ran no action', () => {
       const step: StepRecord = {
         title: 'Loops and throttles',

@@ -187,7 +187,7 @@ function printWhereToLook(demo: Demo, context: CliContext): void {
   }
   // The generated webhook secret is never shown; events can still be injected through the admin API.
   context.stdout(`              curl -H "Authorization: Bearer ${world.adminToken}" -H "Content-Type: application/json" \\`);
-  context.stdout(`                   --data @examples/events/task-completed.json ${world.engineUrl}/admin/events`);
+  context.stdout(`                   --data-binary @examples/events/task-completed.json ${world.engineUrl}/admin/events`);
   context.stdout(`              (for npm run send-event, start the demo with WEBHOOK_SECRET=… set in the same shell)`);
 }
 
@@ -237,14 +237,19 @@ export async function runDemo(args: readonly string[], context: CliContext, opti
 }
 
 export async function main(): Promise<void> {
+  // `npm run demo | head` closes the pipe early: carry on quietly, so both servers still close and the temp dir goes.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
   const untilStopped = () =>
     new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
     });
   process.exitCode = await runDemo(process.argv.slice(2), processContext(), { untilStopped });
-  // Timers of the engine's schedules and pools may linger after close; the demo is over.
-  process.exit();
+  // Both servers are closed; should a stray handle (a pool, a timer) linger, leave anyway,
+  // but late enough for stdout to drain where it is asynchronous.
+  setTimeout(() => process.exit(), 1000).unref();
 }
 
 if (isEntryFile(import.meta.url)) await main();

@@ -1,10 +1,13 @@
 import { Controller, Headers, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
+import { ApiBody, ApiHeader, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { errorResponse } from '../admin/openapi.js';
 import type { Request, Response } from 'express';
 import getRawBody from 'raw-body';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { DomainError } from '../errors.js';
 import { IntakeService } from './intake.service.js';
 
+@ApiTags('webhooks')
 @Controller('webhooks')
 export class IntakeController {
   constructor(
@@ -14,6 +17,15 @@ export class IntakeController {
 
   @Post()
   @HttpCode(202)
+  @ApiOperation({ summary: 'Receive a signed event from the service; answered once the event is stored' })
+  @ApiHeader({ name: 'X-Service-Signature', required: true, description: 'sha256=<hex HMAC of the raw body>, or t=<unix>,v1=<hex> (timestamped)' })
+  @ApiBody({ schema: { $ref: '#/components/schemas/Event' } })
+  @ApiResponse({ status: 202, description: 'stored, will be processed', schema: { $ref: '#/components/schemas/Accepted' } })
+  @ApiResponse({ status: 200, description: 'this event id was received before (not processed again)', schema: { $ref: '#/components/schemas/Accepted' } })
+  @errorResponse(400, 'not JSON (invalid_json), or not an event (invalid_event)')
+  @errorResponse(401, 'missing_signature or invalid_signature')
+  @errorResponse(413, 'body larger than WEBHOOK_MAX_BYTES (payload_too_large)')
+  @errorResponse(503, 'no WEBHOOK_SECRET configured, or the engine is shutting down')
   async receive(
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,

@@ -1,8 +1,11 @@
 import { Controller, Get } from '@nestjs/common';
+import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { errorResponse } from '../admin/openapi.js';
 import { DataSource } from 'typeorm';
 import { DomainError } from '../errors.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 
+@ApiTags('health')
 @Controller('health')
 export class HealthController {
   constructor(
@@ -11,12 +14,17 @@ export class HealthController {
   ) {}
 
   @Get()
+  @ApiOperation({ summary: 'The process is up' })
+  @ApiResponse({ status: 200, schema: { type: 'object', properties: { status: { type: 'string', enum: ['ok'] } } } })
   live() {
     return { status: 'ok' };
   }
 
   /** Ready when the database answers and the rules are loaded. */
   @Get('ready')
+  @ApiOperation({ summary: 'The database answers and the rules are loaded' })
+  @ApiResponse({ status: 200, schema: { type: 'object', properties: { status: { type: 'string' }, rules: { type: 'integer' } } } })
+  @errorResponse(503, 'not ready (not_ready)')
   async ready() {
     try {
       await this.dataSource.query('SELECT 1');

@@ -1,9 +1,11 @@
 import { Controller, Get, Header } from '@nestjs/common';
+import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ServiceClient } from '../actions/service-client.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { Metrics } from './metrics.js';
 
+@ApiTags('health')
 @Controller('metrics')
 export class MetricsController {
   constructor(
@@ -13,6 +15,9 @@ export class MetricsController {
   ) {}
 
   @Get()
+  @ApiOperation({ summary: 'Prometheus metrics' })
+  @ApiProduces('text/plain')
+  @ApiResponse({ status: 200, description: 'Prometheus text format', schema: { type: 'string' } })
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
   async scrape(): Promise<string> {
     const [events] = await queryRows<{ n: number | string }>(this.db.manager, `SELECT COUNT(*) AS n FROM events WHERE status = 'received'`);

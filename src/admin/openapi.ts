@@ -1,0 +1,201 @@
+/**
+ * The OpenAPI document (`/docs`, `/docs-json`). Bodies are read raw (webhooks
+ * must be verified on their bytes) rather than through DTO classes, so every
+ * body and answer is described here, once, as a schema, and the routes name them.
+ */
+import { applyDecorators, type INestApplication } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiOperation,
+  ApiQuery,
+  ApiResponse,
+  DocumentBuilder,
+  SwaggerModule,
+  type OpenAPIObject,
+} from '@nestjs/swagger';
+import { ENGINE_VERSION } from '../actions/service-client.js';
+
+type Schema = Record<string, unknown>;
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+const obj = (properties: Record<string, Schema>, extra: Schema = {}): Schema => ({ type: 'object', properties, ...extra });
+const str = (description?: string): Schema => ({ type: 'string', ...(description ? { description } : {}) });
+const nullable = (schema: Schema): Schema => ({ ...schema, nullable: true });
+const anything: Schema = { description: 'any JSON value' };
+
+export const SCHEMAS: Record<string, Schema> = {
+  Error: obj(
+    {
+      error: obj(
+        {
+          code: str('machine-readable code, e.g. invalid_signature, validation_failed'),
+          message: str('what went wrong, for a person'),
+          details: { type: 'array', items: ref('Problem') },
+        },
+        { required: ['code', 'message'] },
+      ),
+    },
+    { required: ['error'] },
+  ),
+  Problem: obj({ path: str('JSON path or field, e.g. $.actions[0].type'), message: str() }, { required: ['path', 'message'] }),
+  Event: obj(
+    { id: str(), type: str('e.g. task.completed'), created_at: str(), data: { type: 'object', additionalProperties: true } },
+    { required: ['type'], additionalProperties: true, description: 'the service\'s event envelope' },
+  ),
+  Accepted: obj({ id: str('the event id'), status: { type: 'string', enum: ['accepted', 'duplicate'] } }, { required: ['id', 'status'] }),
+  Replayed: obj({ id: str(), status: str(), replay_of: str() }),
+  Rule: {
+    type: 'object',
+    additionalProperties: true,
+    description: 'a rule as in a rule file; the full JSON Schema is rules/rule.schema.json',
+    required: ['id', 'actions'],
+  },
+  RuleSummary: obj({
+    id: str(),
+    name: nullable(str()),
+    source: { type: 'string', enum: ['file', 'api'] },
+    path: str('the rule file, relative to RULES_DIR (file rules)'),
+    enabled: { type: 'boolean' },
+    priority: { type: 'integer' },
+    triggers: { type: 'array', items: str() },
+    version: str('hash of the rule definition'),
+    counts: obj({ matched: { type: 'integer' }, succeeded: { type: 'integer' }, failed: { type: 'integer' } }),
+    last_matched_at: nullable(str()),
+  }),
+  RuleDetail: { allOf: [ref('RuleSummary'), obj({ definition: ref('Rule'), file_problems: { type: 'array', items: ref('Problem') } })] },
+  Validation: obj({ valid: { type: 'boolean' }, errors: { type: 'array', items: ref('Problem') } }),
+  Condition: obj({
+    fact: str(),
+    path: str(),
+    params: { type: 'object', additionalProperties: true },
+    operator: str(),
+    value: anything,
+    factValue: anything,
+    result: { type: 'boolean' },
+    group: str('where the condition sits, e.g. all[1].any[0]'),
+    skipped: { type: 'boolean' },
+    error: str(),
+  }),
+  Request: obj({ method: str(), path: str('relative to the service\'s /v1'), query: { type: 'object' }, body: anything }),
+  TestResult: obj({
+    rule: str(),
+    version: str(),
+    enabled: { type: 'boolean' },
+    listens: { type: 'boolean' },
+    matched: { type: 'boolean' },
+    conditions: { type: 'array', items: ref('Condition') },
+    error: str(),
+    actions: { type: 'array', items: obj({ id: str(), type: str(), request: ref('Request'), error: obj({ code: str(), message: str() }) }) },
+  }),
+  BacktestReport: obj({
+    events: { type: 'array', items: { type: 'object', additionalProperties: true } },
+    summary: { type: 'object', additionalProperties: true },
+    notes: { type: 'array', items: str() },
+  }),
+  ReloadReport: obj({
+    loaded: { type: 'array', items: str() },
+    changed: { type: 'array', items: str() },
+    removed: { type: 'array', items: str() },
+    unchanged: { type: 'array', items: str() },
+    kept: { type: 'array', items: str(), description: 'rules whose file is invalid now; their last good version runs' },
+    rejected: { type: 'array', items: obj({ file: str(), path: str(), message: str() }) },
+  }),
+  EventSummary: obj({
+    id: str(),
+    type: str(),
+    status: { type: 'string', enum: ['received', 'processed', 'ignored', 'failed', 'loop_blocked'] },
+    source: { type: 'string', enum: ['webhook', 'admin', 'schedule', 'replay'] },
+    resource: nullable(str()),
+    depth: { type: 'integer' },
+    attempts: { type: 'integer' },
+    received_at: str(),
+    processed_at: nullable(str()),
+    replay_of: nullable(str()),
+    error: nullable(str()),
+  }),
+  EventDetail: {
+    allOf: [
+      ref('EventSummary'),
+      obj({
+        payload: anything,
+        rules: { type: 'array', items: { type: 'object', additionalProperties: true }, description: 'every rule that listened, its outcome and each condition' },
+        executions: { type: 'array', items: ref('Execution') },
+      }),
+    ],
+  },
+  Execution: obj({
+    id: str(),
+    event_id: str(),
+    rule: str(),
+    rule_version: str(),
+    status: { type: 'string', enum: ['running', 'succeeded', 'failed', 'throttled', 'skipped'] },
+    error: nullable(str()),
+    conditions: { type: 'array', items: ref('Condition') },
+    created_at: str(),
+    finished_at: nullable(str()),
+    actions: { type: 'array', items: ref('ActionRun') },
+  }),
+  ActionRun: obj({
+    id: str('also the Idempotency-Key of every attempt'),
+    execution_id: str(),
+    rule: str(),
+    position: { type: 'integer' },
+    action_id: nullable(str()),
+    type: str(),
+    status: { type: 'string', enum: ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped'] },
+    attempts: { type: 'integer' },
+    next_attempt_at: nullable(str()),
+    request: nullable(ref('Request')),
+    response_status: nullable({ type: 'integer' }),
+    response: anything,
+    error: nullable(obj({ code: str(), message: str() })),
+    created_at: str(),
+    updated_at: str(),
+  }),
+};
+
+const errorResponse = (status: number, description: string) => ApiResponse({ status, description, schema: ref('Error') });
+
+/** An admin route: bearer token, 401, and the answer it gives. */
+export function AdminRoute(summary: string, status: number, answer?: string | Schema, ...errors: Array<[number, string]>) {
+  const schema = typeof answer === 'string' ? ref(answer) : answer;
+  return applyDecorators(
+    ApiBearerAuth(),
+    ApiOperation({ summary }),
+    ApiResponse({ status, description: 'success', ...(schema ? { schema } : {}) }),
+    errorResponse(401, 'missing or wrong admin token'),
+    ...errors.map(([code, description]) => errorResponse(code, description)),
+  );
+}
+
+export const Paged = (item: string) => obj({ items: { type: 'array', items: ref(item) }, next_cursor: nullable(str()) });
+
+export function ListQueries(...filters: Array<[string, string]>) {
+  return applyDecorators(
+    ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } }),
+    ApiQuery({ name: 'cursor', required: false, schema: { type: 'string' }, description: 'next_cursor of the previous page' }),
+    ...filters.map(([name, description]) => ApiQuery({ name, required: false, schema: { type: 'string' }, description })),
+    errorResponse(400, 'a bad filter, limit or cursor'),
+  );
+}
+
+export const JsonBody = (schema: string | Schema, description?: string) =>
+  ApiBody({ schema: typeof schema === 'string' ? ref(schema) : schema, description });
+
+export { errorResponse };
+
+export function buildOpenApi(app: INestApplication): OpenAPIObject {
+  const config = new DocumentBuilder()
+    .setTitle('Automation engine')
+    .setDescription('Webhook intake and the admin API of the automation engine. Errors always have the shape {"error":{"code","message","details?"}}.')
+    .setVersion(ENGINE_VERSION)
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' })
+    .build();
+  const document = SwaggerModule.createDocument(app, config);
+  document.components = { ...document.components, schemas: { ...(document.components?.schemas ?? {}), ...(SCHEMAS as Record<string, object>) } };
+  return document;
+}
+
+export function setupOpenApi(app: INestApplication): void {
+  SwaggerModule.setup('docs', app, () => buildOpenApi(app), { jsonDocumentUrl: 'docs-json' });
+}
