@@ -19,7 +19,7 @@ export class AdminActionsController {
   ) {}
 
   @Get()
-  @AdminRoute('Action runs, most recently changed first (status=failed: the dead ones)', 200, Paged('ActionRun'))
+  @AdminRoute('Action runs, newest first (status=failed: the dead ones)', 200, Paged('ActionRun'))
   @ListQueries(['status', 'pending, running, succeeded, retrying, failed or skipped'])
   list(@Query() query: Record<string, string | undefined>) {
     return this.queries.listActionRuns(query, parseLimit(query.limit));

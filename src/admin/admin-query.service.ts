@@ -109,12 +109,12 @@ export class AdminQueryService {
     const base: FindOptionsWhere<ActionRunEntity> = status ? { status } : {};
     const after = decodeCursor(filter.cursor, isPair);
     if (after) {
-      // Keyset pagination on (updated_at, id), newest first.
-      where.push({ ...base, updatedAt: LessThan(after[0]) }, { ...base, updatedAt: after[0], id: LessThan(after[1]) });
+      // Keyset pagination on (created_at, id), newest first: stable while runs change.
+      where.push({ ...base, createdAt: LessThan(after[0]) }, { ...base, createdAt: after[0], id: LessThan(after[1]) });
     } else {
       where.push(base);
     }
-    const rows = await this.runs.find({ where, order: { updatedAt: 'DESC', id: 'DESC' }, take: limit + 1 });
-    return toPage(rows, limit, actionRunView, (r) => [r.updatedAt, r.id]);
+    const rows = await this.runs.find({ where, order: { createdAt: 'DESC', id: 'DESC' }, take: limit + 1 });
+    return toPage(rows, limit, actionRunView, (r) => [r.createdAt, r.id]);
   }
 }

@@ -2,7 +2,9 @@
  * Everything the benchmark creates (child processes, temp folders, databases)
  * registers how to undo itself here, so that a failed run, Ctrl-C or a crash
  * leaves nothing behind. Undo steps run newest first, each at most once, and a
- * failing step does not stop the others.
+ * failing step does not stop the others. A step may be run early by its owner
+ * (a database dropped after its run); `runAll` also waits for such steps still
+ * in progress, so an interrupted run never exits halfway through a DROP.
  */
 import type { ChildProcess } from 'node:child_process';
 
@@ -10,15 +12,17 @@ type Undo = () => Promise<void> | void;
 
 export class Cleanup {
   private steps: Array<{ what: string; undo: Undo }> = [];
+  private readonly inProgress = new Set<Promise<void>>();
   private readonly children = new Set<ChildProcess>();
 
+  /** Registers an undo step; the function returned runs it now (once). */
   add(what: string, undo: Undo): () => Promise<void> {
     const step = { what, undo };
     this.steps.push(step);
-    return async () => {
-      if (!this.steps.includes(step)) return;
+    return () => {
+      if (!this.steps.includes(step)) return Promise.resolve();
       this.steps = this.steps.filter((s) => s !== step);
-      await step.undo();
+      return this.track(Promise.resolve().then(step.undo));
     };
   }
 
@@ -33,15 +37,21 @@ export class Cleanup {
     this.steps = [];
     for (const step of steps) {
       try {
-        await step.undo();
+        await this.track(Promise.resolve().then(step.undo));
       } catch (error) {
         report(`bench: cleanup "${step.what}" failed: ${(error as Error).message}`);
       }
     }
+    await Promise.allSettled([...this.inProgress]);
   }
 
   /** Last resort, from process.on('exit'): synchronous, so only signals. */
   killChildrenNow(): void {
     for (const child of this.children) child.kill('SIGKILL');
+  }
+
+  private track(work: Promise<void>): Promise<void> {
+    this.inProgress.add(work);
+    return work.finally(() => this.inProgress.delete(work));
   }
 }

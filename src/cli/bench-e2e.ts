@@ -11,7 +11,7 @@
 import type { Simulator } from '../simulator/simulator.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
 import { BENCH_SECRET, startEngine } from './bench-engine.js';
-import type { ScenarioContext } from './bench-intake.js';
+import { profileDirFor, type ScenarioContext } from './bench-intake.js';
 import { openLoop, prepareEvents, summarize, WebhookPoster, type LatencySummary, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
 
@@ -28,6 +28,8 @@ export interface EndToEndFigures {
   latencyMs: LatencySummary;
   /** The webhook's own answer time, for comparison. */
   ackLatencyMs: LatencySummary;
+  /** Share of one core the engine used from the first send to the last arrival (whole process in process). */
+  engineCpuPercent: number;
 }
 
 const TITLE = /^Follow-up (\S+)$/;
@@ -77,13 +79,17 @@ export async function runEndToEnd(ctx: ScenarioContext, sim: Simulator, database
   const count = Math.max(1, Math.round(options.e2eRate * options.e2eDurationS));
   const warmUp = prepareEvents(Math.min(200, count), BENCH_SECRET, e2eEvent(`${tag}_warm`));
   const events = prepareEvents(count, BENCH_SECRET, e2eEvent(tag));
-  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl }, ctx.cleanup);
+  const profileDir = profileDirFor(ctx, 'e2e', database.name);
+  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl, profileDir }, ctx.cleanup);
   const poster = new WebhookPoster(engine.url, 64);
   const waitMs = options.quick ? 15_000 : 30_000;
   try {
     ctx.progress(`end to end (${database.name}): warming up, then ${count} events at ${options.e2eRate}/s …`);
     await sendAndCollect(poster, sim, warmUp, options.e2eRate, waitMs);
+    const cpuBefore = engine.cpuSeconds();
+    const started = performance.now();
     const { sent, arrivals } = await sendAndCollect(poster, sim, events, options.e2eRate, waitMs);
+    const engineCpuPercent = ((engine.cpuSeconds() - cpuBefore) / ((performance.now() - started) / 1000)) * 100;
     const latencies = new Float64Array(arrivals.size);
     let n = 0;
     let firstSent = Infinity;
@@ -105,6 +111,7 @@ export async function runEndToEnd(ctx: ScenarioContext, sim: Simulator, database
       throughputPerSecond: n > 0 ? n / ((lastArrival - firstSent) / 1000) : 0,
       latencyMs: summarize(latencies, n),
       ackLatencyMs: sent.ackLatencyMs,
+      engineCpuPercent,
     };
   } finally {
     poster.close();

@@ -8,6 +8,7 @@
  * background processing (claim, evaluate, record the explanation) competes
  * with intake as it would in production, without service calls in the way.
  */
+import { join } from 'node:path';
 import type { Cleanup } from './bench-cleanup.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
 import { BENCH_SECRET, startEngine, type EngineMemory } from './bench-engine.js';
@@ -20,7 +21,7 @@ export interface ScenarioContext {
   serviceUrl: string;
   /** A progress line (stderr: the figures go to stdout). */
   progress(line: string): void;
-  /** Per-run folder for an engine CPU profile, when profiling was asked for. */
+  /** Where engine CPU profiles go (one subfolder per run), when profiling was asked for. */
   profileDir?: string;
 }
 
@@ -52,6 +53,10 @@ export interface IntakeFigures {
   cpuPercent: { engine: number; benchProcess: number };
 }
 
+export function profileDirFor(ctx: ScenarioContext, part: string, database: DatabaseName): string | undefined {
+  return ctx.profileDir === undefined ? undefined : join(ctx.profileDir, `${part}-${database}`);
+}
+
 function intakeEvent(tag: string) {
   return (i: number) => ({
     id: `evt_${tag}_${i}`,
@@ -75,7 +80,7 @@ export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): 
   ctx.progress(`intake (${database.name}): preparing ${options.maxEvents.toLocaleString('en-US')} signed events …`);
   const warmUp = prepareEvents(Math.max(2_000, options.connections * 20), BENCH_SECRET, intakeEvent(`${tag}_warm`));
   const events = prepareEvents(options.maxEvents, BENCH_SECRET, intakeEvent(tag));
-  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl, profileDir: ctx.profileDir }, ctx.cleanup);
+  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl, profileDir: profileDirFor(ctx, 'intake', database.name) }, ctx.cleanup);
   const poster = new WebhookPoster(engine.url, options.connections);
   try {
     // Opens every keep-alive connection and warms the JIT before the clock starts.

@@ -3,7 +3,7 @@
  * short summary for people and written as JSON for tools and for comparing runs.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { Paint } from './cli-output.js';
 import type { EndToEndFigures } from './bench-e2e.js';
@@ -15,7 +15,11 @@ import type { MatchingBenchmark } from '../rules/rule-matching.bench-support.js'
 
 export interface BenchResults {
   generatedAt: string;
-  machine: { cpus: number; cpuModel: string; memoryMb: number; node: string; platform: string };
+  machine: {
+    cpus: number; cpuModel: string; memoryMb: number; node: string; platform: string;
+    /** 1-minute load averages: other work on the machine skews every figure, so it is recorded. */
+    loadAverageAtStart: number; loadAverageAtEnd?: number;
+  };
   options: Omit<BenchOptions, 'postgresUrl'> & { postgres: string };
   intake: IntakeFigures[];
   endToEnd: EndToEndFigures[];
@@ -32,7 +36,7 @@ export function emptyResults(options: BenchOptions): BenchResults {
   const postgres = options.postgresDisabled || postgresUrl === undefined ? 'off' : new URL(postgresUrl).host;
   return {
     generatedAt: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}` },
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}`, loadAverageAtStart: loadavg()[0] },
     options: { ...rest, postgres },
     intake: [],
     endToEnd: [],
@@ -65,7 +69,7 @@ function intakeLines(f: IntakeFigures): string[] {
 function endToEndLines(f: EndToEndFigures): string[] {
   return [
     `end to end (${f.database}, ${describeLayout(f.layout)}): p50 ${ms(f.latencyMs.p50)}, p99 ${ms(f.latencyMs.p99)} at ${int(f.ratePerSecond)} events/s (max ${ms(f.latencyMs.max)})`,
-    `    ${int(f.delivered)}/${int(f.sent)} action requests reached the service (${int(f.throughputPerSecond)}/s)${f.missing ? `, ${int(f.missing)} MISSING` : ''}; webhook answered in p50 ${ms(f.ackLatencyMs.p50)}, p99 ${ms(f.ackLatencyMs.p99)}`,
+    `    ${int(f.delivered)}/${int(f.sent)} action requests reached the service (${int(f.throughputPerSecond)}/s)${f.missing ? `, ${int(f.missing)} MISSING` : ''}; webhook answered in p50 ${ms(f.ackLatencyMs.p50)}, p99 ${ms(f.ackLatencyMs.p99)}; engine CPU ${int(f.engineCpuPercent)} % of one core`,
   ];
 }
 
@@ -74,15 +78,28 @@ function matchingLine(m: MatchingBenchmark[]): string {
   return `matching: ${parts.join(' | ')}`;
 }
 
+/** Run-queue length above half the cores means the engine was sharing them with something else. */
+function loadWarning(m: BenchResults['machine']): string | undefined {
+  const worst = Math.max(m.loadAverageAtStart, m.loadAverageAtEnd ?? 0);
+  if (worst <= m.cpus / 2) return undefined;
+  return `the machine was busy (load average ${m.loadAverageAtStart.toFixed(1)} at the start, ${(m.loadAverageAtEnd ?? 0).toFixed(1)} at the end, ${m.cpus} cores): other work shares the CPU and disk, so these figures understate the engine`;
+}
+
 export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint }): string[] {
   const m = results.machine;
   const lines = [paint.bold(`results (${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}):`)];
+  const warning = loadWarning(m);
+  if (warning) lines.push(paint.yellow(`note: ${warning}`));
   for (const f of results.intake) lines.push(...intakeLines(f));
   for (const f of results.endToEnd) lines.push(...endToEndLines(f));
   if (results.matching.length > 0) lines.push(matchingLine(results.matching));
   for (const s of results.skipped) lines.push(paint.yellow(`skipped: ${s}`));
   for (const e of results.errors) lines.push(paint.red(`could not run ${e.part}: ${e.message}`));
   return lines;
+}
+
+export function finishResults(results: BenchResults): void {
+  results.machine.loadAverageAtEnd = loadavg()[0];
 }
 
 export function writeResults(file: string, results: BenchResults): void {

@@ -21,7 +21,7 @@ import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type Ben
 import { runEndToEnd } from './bench-e2e.js';
 import { runIntake, type ScenarioContext } from './bench-intake.js';
 import { BenchUsageError, parseBenchOptions, USAGE, type BenchOptions } from './bench-options.js';
-import { emptyResults, summaryLines, writeResults, type BenchResults } from './bench-report.js';
+import { emptyResults, finishResults, summaryLines, writeResults, type BenchResults } from './bench-report.js';
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
@@ -64,7 +64,7 @@ function profileFolder(options: BenchOptions, ctx: CliContext): string | undefin
   }
   // Kept on purpose (not cleaned up): the profiles are what was asked for.
   const dir = mkdtempSync(join(tmpdir(), 'engine-bench-profile-'));
-  ctx.stderr(`bench: engine CPU profiles (.cpuprofile, open in Chrome DevTools) go to ${dir}`);
+  ctx.stderr(`bench: engine CPU profiles (.cpuprofile, open in Chrome DevTools) go to ${dir}/<part>-<database>/`);
   return dir;
 }
 
@@ -76,12 +76,11 @@ async function engineParts(options: BenchOptions, cleanup: Cleanup, ctx: CliCont
   // that only the engine's own pace shows in the end-to-end figures.
   const sim: Simulator = await startSimulator({ port: 0, rateLimitPerMinute: 1_000_000, latencyMs: 0, maxLogEntries: 1_000_000 });
   cleanup.add('close the simulator', () => sim.close());
-  const scenario: ScenarioContext = { options, cleanup, serviceUrl: sim.url, progress: ctx.stderr };
+  const scenario: ScenarioContext = { options, cleanup, serviceUrl: sim.url, progress: ctx.stderr, profileDir: profileFolder(options, ctx) };
   for (const name of await databaseNames(options, results)) {
     if (options.sections.includes('intake')) {
-      const profiled = { ...scenario, profileDir: profileFolder(options, ctx) };
       await attempt(`intake on ${name}`, results, ctx, () =>
-        withDatabase(name, options, cleanup, async (db) => void results.intake.push(await runIntake(profiled, db))));
+        withDatabase(name, options, cleanup, async (db) => void results.intake.push(await runIntake(scenario, db))));
     }
     if (options.sections.includes('e2e')) {
       await attempt(`end to end on ${name}`, results, ctx, () =>
@@ -99,19 +98,32 @@ async function matchingPart(options: BenchOptions, ctx: CliContext, results: Ben
   }
 }
 
-/** Ctrl-C or SIGTERM: undo everything, then leave with the conventional status. */
+/**
+ * Ctrl-C, SIGTERM or a crash (e.g. EPIPE when the output is piped into `head`):
+ * undo everything, then leave with the conventional status.
+ */
 function onInterrupt(cleanup: Cleanup, ctx: CliContext): () => void {
-  const handler = (signal: NodeJS.Signals) => {
-    ctx.stderr(`bench: ${signal} received, cleaning up`);
-    void cleanup.runAll(ctx.stderr).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  const abort = (why: string, status: number) => {
+    try {
+      ctx.stderr(`bench: ${why}, cleaning up`);
+    } catch {
+      // The stream may be the thing that broke; cleaning up matters more.
+    }
+    void cleanup.runAll(() => undefined).finally(() => process.exit(status));
   };
+  const onSignal = (signal: NodeJS.Signals) => abort(`${signal} received`, signal === 'SIGINT' ? 130 : 143);
+  const onCrash = (error: unknown) => abort(`crashed: ${message(error)}`, 1);
   const lastResort = () => cleanup.killChildrenNow();
-  process.once('SIGINT', handler);
-  process.once('SIGTERM', handler);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.once('uncaughtException', onCrash);
+  process.once('unhandledRejection', onCrash);
   process.once('exit', lastResort);
   return () => {
-    process.off('SIGINT', handler);
-    process.off('SIGTERM', handler);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.off('uncaughtException', onCrash);
+    process.off('unhandledRejection', onCrash);
     process.off('exit', lastResort);
   };
 }
@@ -142,6 +154,7 @@ export async function bench(argv: readonly string[], ctx: CliContext): Promise<n
     await cleanup.runAll(ctx.stderr);
     detach();
   }
+  finishResults(results);
   ctx.stdout('');
   for (const line of summaryLines(results, colors(ctx.color))) ctx.stdout(line);
   writeResults(options.resultsFile, results);

@@ -70,7 +70,8 @@ export class IntakeService {
     const original = await this.events.findOneBy({ eventId });
     if (!original) throw new DomainError('not_found', `no event with id ${eventId}`);
     const envelope = safeJsonParse(original.payload) as EventEnvelope;
-    const id = `${eventId}:replay:${randomUUID().slice(0, 8)}`;
+    // Bounded, so a replay of an event with the longest allowed id still fits.
+    const id = `${eventId.slice(0, 200)}:replay:${randomUUID().slice(0, 8)}`;
     const payload = JSON.stringify({ ...envelope, id });
     const status = await this.writer.write({
       eventId: id,

@@ -14,6 +14,13 @@
  * Per-resource order: an event is claimable only when no earlier event about the
  * same resource is still waiting and no earlier event's action runs on it are
  * unfinished.
+ *
+ * Causal barrier: an event is not claimed while an action run that started
+ * before the event arrived is still in flight. The service may send the webhook
+ * about a resource an action created before the engine has recorded the
+ * action's answer (and so the resource's provenance); waiting for those runs,
+ * which end within SERVICE_TIMEOUT_MS, lets loop protection see every resource
+ * the engine touched.
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
@@ -73,6 +80,8 @@ export class WorkQueue {
           AND NOT EXISTS (SELECT 1 FROM action_runs a
                           WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
                             AND a.status IN ('pending', 'running', 'retrying'))
+          AND NOT EXISTS (SELECT 1 FROM action_runs r
+                          WHERE r.status = 'running' AND r.updated_at <= e.received_at)
         ORDER BY e.seq LIMIT ? ${this.skipLocked})
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];

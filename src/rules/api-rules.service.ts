@@ -4,6 +4,7 @@ import { CLOCK, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { DomainError } from '../errors.js';
 import { ApiRuleEntity } from './api-rule.entity.js';
+import { RuleStateEntity } from './rule-state.entity.js';
 import { RuleRegistry } from './rule-registry.service.js';
 import { validateRule } from './rule-validation.js';
 import type { LoadedRule, RuleDefinition, RuleProblem } from './rule.types.js';
@@ -52,7 +53,11 @@ export class ApiRulesService {
 
   async remove(id: string): Promise<void> {
     this.assertApiRule(id);
-    await this.db.write((manager) => manager.delete(ApiRuleEntity, { ruleId: id }));
+    await this.db.write(async (manager) => {
+      await manager.delete(ApiRuleEntity, { ruleId: id });
+      // A rule created later under the same id starts with no override.
+      await manager.delete(RuleStateEntity, { ruleId: id });
+    });
     this.registry.dropApiRule(id);
   }
 

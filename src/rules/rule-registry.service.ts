@@ -5,6 +5,7 @@
  * event types they listen to. Everything here is in memory; the database holds
  * the API rules and the overrides, and `reload()` reads both again.
  */
+import { resolve } from 'node:path';
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
@@ -80,7 +81,7 @@ export class RuleRegistry implements OnModuleInit {
   /** The problems that currently keep a file rule at its last good version. */
   problemsOf(rule: LoadedRule): RuleProblem[] {
     const file = fileOf(rule);
-    return file === undefined ? [] : this.problems.filter((p) => sameFile(p.file, file));
+    return file === undefined ? [] : this.problems.filter((p) => this.sameFile(p.file, file));
   }
 
   /** Re-reads RULES_DIR, the API rules and the overrides; concurrent calls share one reload. */
@@ -114,7 +115,9 @@ export class RuleRegistry implements OnModuleInit {
   }
 
   private async doReload(): Promise<ReloadReport> {
-    const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir);
+    const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir).catch((error: NodeJS.ErrnoException) => {
+      throw new Error(`RULES_DIR ${this.config.rulesDir} cannot be read: ${error.code === 'ENOENT' ? 'no such folder' : error.message}`);
+    });
     const [states, apiRows] = await Promise.all([this.states.find(), this.apiRuleRows.find()]);
     this.overrides = new Map(states.map((s) => [s.ruleId, s.enabled]));
     this.apiRules = new Map(
@@ -155,7 +158,7 @@ export class RuleRegistry implements OnModuleInit {
     for (const [id, previous] of this.fileRules) {
       if (next.has(id)) continue;
       const file = fileOf(previous);
-      if (file !== undefined && problems.some((p) => sameFile(p.file, file))) {
+      if (file !== undefined && problems.some((p) => this.sameFile(p.file, file))) {
         next.set(id, previous);
         report.kept.push(id);
       } else {
@@ -164,6 +167,11 @@ export class RuleRegistry implements OnModuleInit {
     }
     this.fileRules = next;
     return report;
+  }
+
+  /** Problems name files relative to the working directory, rules relative to RULES_DIR. */
+  private sameFile(problemFile: string, ruleFile: string): boolean {
+    return resolve(problemFile) === resolve(this.config.rulesDir, ruleFile);
   }
 
   private withOverride(rule: LoadedRule): LoadedRule {
@@ -177,7 +185,4 @@ export class RuleRegistry implements OnModuleInit {
   }
 }
 
-/** Problems name files relative to the working directory, rules relative to RULES_DIR. */
-function sameFile(problemFile: string, ruleFile: string): boolean {
-  return problemFile === ruleFile || problemFile.endsWith(`/${ruleFile}`);
-}
+

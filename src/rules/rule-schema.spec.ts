@@ -55,9 +55,9 @@ describe(schemaProblems.name, () => {
       expect(problems[0].message).toBe(`must be one of ${ACTION_TYPES.join(', ')} (did you mean "task.create"?)`);
     });
 
-    it('requires project_id for task.create, as the one problem at params', () => {
+    it('requires project_id for task.create, as the one problem at params.project_id', () => {
       const rule = aRule({ actions: [{ type: 'task.create', params: { title: 'x' } }] });
-      expect(problemsAt(rule)).toEqual([['$.actions[0].params', "must have required property 'project_id'"]]);
+      expect(problemsAt(rule)).toEqual([['$.actions[0].params.project_id', 'is required']]);
     });
 
     it.each([
@@ -70,7 +70,7 @@ describe(schemaProblems.name, () => {
       ['user.invite', 'email'],
     ])('requires %s params to have %s', (type, param) => {
       const rule = aRule({ actions: [{ type, params: {} }] });
-      expect(problemsAt(rule)).toEqual([['$.actions[0].params', `must have required property '${param}'`]]);
+      expect(problemsAt(rule)).toEqual([[`$.actions[0].params.${param}`, 'is required']]);
     });
 
     it('accepts project.create with any body', () => {
@@ -131,7 +131,7 @@ describe(schemaProblems.name, () => {
     });
 
     it('requires an id', () => {
-      expect(problemsAt(aRule({ id: undefined }))).toEqual([['$', "must have required property 'id'"]]);
+      expect(problemsAt(aRule({ id: undefined }))).toEqual([['$.id', 'is required']]);
     });
 
     it('requires priority to be an integer of at least 1', () => {
@@ -158,7 +158,7 @@ describe(schemaProblems.name, () => {
     it('reports a broken leaf deep in nested groups at its path', () => {
       const conditions = { all: [{ any: [{ not: { fact: 'event', operator: 'equal' } }] }] };
       expect(problemsAt(aRule({ conditions }))).toEqual([
-        ['$.conditions.all[0].any[0].not', "must have required property 'value'"],
+        ['$.conditions.all[0].any[0].not.value', 'is required'],
       ]);
     });
 

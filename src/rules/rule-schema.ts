@@ -111,6 +111,8 @@ function messageFor(error: ErrorObject): string {
       return `must be ${String(params.type).split(',').join(' or ')}`;
     case 'const':
       return `must be ${JSON.stringify(params.allowedValue)}`;
+    case 'required':
+      return 'is required';
     case 'minItems':
     case 'minLength':
       return params.limit === 1 ? 'must not be empty' : (error.message ?? 'is invalid');
@@ -123,8 +125,9 @@ function messageFor(error: ErrorObject): string {
 
 function locationOf(error: ErrorObject, data: unknown): Array<string | number> {
   const segments = pointerSegments(error.instancePath, data);
-  // An unknown property is reported where it is written, not at its parent.
+  // An unknown property is reported where it is written, a missing one where it belongs, not at the parent.
   if (error.keyword === 'additionalProperties') segments.push(String(error.params.additionalProperty));
+  if (error.keyword === 'required') segments.push(String(error.params.missingProperty));
   return segments;
 }
 

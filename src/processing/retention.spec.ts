@@ -1,0 +1,196 @@
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { In } from 'typeorm';
+import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.entity.js';
+import type { EngineConfig } from '../config/config.js';
+import type { Database } from '../database/database.service.js';
+import { EventEntity, type EventStatus } from '../intake/event.entity.js';
+import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
+import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { ExecutionEntity } from './execution.entity.js';
+import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
+import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
+import { ResourceSnapshotEntity } from './resource-snapshot.entity.js';
+import { PRUNE_BATCH, Retention } from './retention.js';
+
+const kinds = await databasesUnderTest('retention');
+
+const DAY = 86_400_000;
+const RETENTION_DAYS = 30;
+const NOW = new Date('2026-06-01T03:00:00.000Z');
+const iso = (msAgo: number) => new Date(NOW.getTime() - msAgo).toISOString();
+const OLD = iso((RETENTION_DAYS + 1) * DAY);
+const RECENT = iso((RETENTION_DAYS - 1) * DAY);
+
+interface StoredEvent {
+  seq: number;
+  eventId: string;
+}
+
+// The prune's summary log line is not part of what these tests look at.
+beforeAll(() => Logger.overrideLogger(false));
+
+describe.each(kinds)(`${Retention.name} on $name`, (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+  let clock: ManualClock;
+  let retention: Retention;
+
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await openDatabase(testDb.url);
+    clock = new ManualClock(NOW);
+    retention = new Retention({ retentionDays: RETENTION_DAYS } as EngineConfig, clock, db);
+  });
+
+  afterEach(async () => {
+    await db.dataSource.destroy();
+    await testDb.drop();
+  });
+
+  /**
+   * Stores `count` events received at `receivedAt`, each with one execution and
+   * one action run (unless `runStatus` is null), in chunks the drivers accept.
+   */
+  async function storeEvents(
+    count: number,
+    receivedAt: string,
+    { status = 'processed' as EventStatus, runStatus = 'succeeded' as ActionRunStatus | null } = {},
+  ): Promise<StoredEvent[]> {
+    const stored: StoredEvent[] = [];
+    for (let start = 0; start < count; start += 200) {
+      const n = Math.min(200, count - start);
+      const events = Array.from({ length: n }, () => {
+        const eventId = `evt_${randomUUID()}`;
+        return {
+          eventId, type: 'task.completed', resourceKey: `task:${eventId}`, status, source: 'webhook' as const,
+          payload: JSON.stringify({ id: eventId, type: 'task.completed', data: {} }), depth: 0, selfCaused: false,
+          receivedAt, processedAt: status === 'received' ? null : receivedAt, attempts: 0, nextAttemptAt: receivedAt,
+        };
+      });
+      await db.write((m) => m.insert(EventEntity, events));
+      const rows = await db.manager.find(EventEntity, { where: { eventId: In(events.map((e) => e.eventId)) }, select: { seq: true, eventId: true } });
+      const chunk = rows.map((r) => ({ seq: Number(r.seq), eventId: r.eventId }));
+      stored.push(...chunk);
+      if (runStatus === null) continue;
+      const executions = chunk.map((e) => ({
+        id: randomUUID(), eventSeq: e.seq, eventId: e.eventId, ruleId: 'follow-up', ruleVersion: 'v1',
+        status: runStatus === 'succeeded' ? 'succeeded' as const : 'running' as const,
+        conditions: '[]', ruleSnapshot: '{}', createdAt: receivedAt, finishedAt: runStatus === 'succeeded' ? receivedAt : null,
+      }));
+      await db.write((m) => m.insert(ExecutionEntity, executions));
+      const runs = executions.map((x) => ({
+        id: randomUUID(), executionId: x.id, eventSeq: x.eventSeq, resourceKey: `task:${x.eventId}`, ruleId: 'follow-up',
+        position: 0, actionId: null, type: 'task.create', status: runStatus, attempts: 1, nextAttemptAt: receivedAt,
+        createdAt: receivedAt, updatedAt: receivedAt,
+      }));
+      await db.write((m) => m.insert(ActionRunEntity, runs));
+    }
+    return stored;
+  }
+
+  /** Wraps `db.write` to record how many events each transaction removed (one entry per transaction). */
+  async function countDeletionsPerTransaction(): Promise<number[]> {
+    const perTransaction: number[] = [];
+    const realWrite = db.write.bind(db);
+    let before = await db.manager.count(EventEntity);
+    db.write = (async (work: Parameters<Database['write']>[0]) => {
+      const result = await realWrite(work);
+      const after = await db.manager.count(EventEntity);
+      perTransaction.push(before - after);
+      before = after;
+      return result;
+    }) as Database['write'];
+    return perTransaction;
+  }
+
+  async function remaining(events: StoredEvent[]) {
+    const seqs = events.map((e) => e.seq);
+    const [evts, executions, runs] = await Promise.all([
+      db.manager.countBy(EventEntity, { seq: In(seqs) }),
+      db.manager.countBy(ExecutionEntity, { eventSeq: In(seqs) }),
+      db.manager.countBy(ActionRunEntity, { eventSeq: In(seqs) }),
+    ]);
+    return { events: evts, executions, runs };
+  }
+
+  describe('old finished events', () => {
+    it('go with their executions and action runs, in batches of PRUNE_BATCH, while recent ones stay', async () => {
+      const oldCount = 2 * PRUNE_BATCH + 37;
+      const old = await storeEvents(oldCount, OLD);
+      const recent = await storeEvents(25, RECENT);
+      const deletedPerTransaction = await countDeletionsPerTransaction();
+
+      expect(await retention.prune()).toBe(oldCount);
+      expect(await remaining(old)).toEqual({ events: 0, executions: 0, runs: 0 });
+      expect(await remaining(recent)).toEqual({ events: 25, executions: 25, runs: 25 });
+      expect(deletedPerTransaction.filter((n) => n > 0)).toEqual([PRUNE_BATCH, PRUNE_BATCH, 37]);
+    });
+
+    it('go whatever their final status, but an event still waiting to be evaluated stays', async () => {
+      const finished = [
+        ...(await storeEvents(2, OLD, { status: 'processed' })),
+        ...(await storeEvents(2, OLD, { status: 'ignored', runStatus: null })),
+        ...(await storeEvents(2, OLD, { status: 'failed', runStatus: 'failed' })),
+        ...(await storeEvents(2, OLD, { status: 'loop_blocked', runStatus: null })),
+      ];
+      const waiting = await storeEvents(1, OLD, { status: 'received', runStatus: null });
+      expect(await retention.prune()).toBe(finished.length);
+      expect((await remaining(finished)).events).toBe(0);
+      expect((await remaining(waiting)).events).toBe(1);
+    });
+
+    it('stay while one of their action runs is unfinished (pending, running or retrying)', async () => {
+      const retrying = await storeEvents(1, OLD, { runStatus: 'retrying' });
+      const pending = await storeEvents(1, OLD, { runStatus: 'pending' });
+      const running = await storeEvents(1, OLD, { runStatus: 'running' });
+      const done = await storeEvents(1, OLD);
+      expect(await retention.prune()).toBe(1);
+      for (const unfinished of [retrying, pending, running]) {
+        expect(await remaining(unfinished)).toEqual({ events: 1, executions: 1, runs: 1 });
+      }
+      expect(await remaining(done)).toEqual({ events: 0, executions: 0, runs: 0 });
+    });
+
+    it('are kept until they are strictly older than RETENTION_DAYS', async () => {
+      const atCutoff = await storeEvents(1, iso(RETENTION_DAYS * DAY));
+      const justPast = await storeEvents(1, iso(RETENTION_DAYS * DAY + 1));
+      expect(await retention.prune()).toBe(1);
+      expect((await remaining(atCutoff)).events).toBe(1);
+      expect((await remaining(justPast)).events).toBe(0);
+    });
+
+    it('go on a later prune once the retrying run has finished and the clock has moved on', async () => {
+      const [event] = await storeEvents(1, OLD, { runStatus: 'retrying' });
+      expect(await retention.prune()).toBe(0);
+      await db.write((m) => m.update(ActionRunEntity, { eventSeq: event.seq }, { status: 'succeeded' }));
+      clock.advance(DAY);
+      expect(await retention.prune()).toBe(1);
+      expect(await remaining([event])).toEqual({ events: 0, executions: 0, runs: 0 });
+    });
+
+    it('finds nothing to do in an empty database', async () => {
+      expect(await retention.prune()).toBe(0);
+    });
+  });
+
+  describe('resource snapshots and provenance', () => {
+    it('drops snapshots not updated within RETENTION_DAYS and provenance older than the self-caused window', async () => {
+      await db.write(async (m) => {
+        await m.insert(ResourceSnapshotEntity, [
+          { resourceKey: 'task:old', payload: '{}', eventSeq: 1, updatedAt: OLD },
+          { resourceKey: 'task:recent', payload: '{}', eventSeq: 2, updatedAt: RECENT },
+        ]);
+        await m.insert(ResourceProvenanceEntity, [
+          { resourceKey: 'task:stale', depth: 1, actionRunId: randomUUID(), ruleId: 'r', changedAt: iso(SELF_CAUSED_WINDOW_MS + 1000) },
+          { resourceKey: 'task:fresh', depth: 1, actionRunId: randomUUID(), ruleId: 'r', changedAt: iso(SELF_CAUSED_WINDOW_MS - 1000) },
+        ]);
+      });
+      await retention.prune();
+      const snapshots = await db.manager.find(ResourceSnapshotEntity, { order: { resourceKey: 'ASC' } });
+      expect(snapshots.map((s) => s.resourceKey)).toEqual(['task:recent']);
+      const provenance = await db.manager.find(ResourceProvenanceEntity);
+      expect(provenance.map((p) => p.resourceKey)).toEqual(['task:fresh']);
+    });
+  });
+});
