@@ -7,6 +7,7 @@ import { type Clock, systemClock } from './clock.js';
 import { type EngineConfig, secretsOf } from './config/config.js';
 import { IntakeService } from './intake/intake.service.js';
 import { JsonLogger, Redactor } from './observability/json-logger.js';
+import { Workers } from './processing/workers.js';
 import { setupOpenApi } from './admin/openapi.js';
 
 export interface AppOptions {
@@ -27,8 +28,13 @@ export async function createApp(config: EngineConfig, options: AppOptions = {}):
   return app;
 }
 
-/** Graceful stop: refuse new webhooks, finish or hand back work in hand, close the database. */
+/**
+ * Graceful stop: refuse new webhooks, finish or hand back work in hand, close the database.
+ * Nest closes the HTTP server before it runs shutdown hooks, so the workers are drained first:
+ * while they finish, deliveries are answered 503 `shutting_down` instead of finding the port closed.
+ */
 export async function stopApp(app: INestApplication, timeoutMs = 10_000): Promise<void> {
   app.get(IntakeService).stopAccepting();
-  await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+  const stopped = app.get(Workers).stop().then(() => app.close());
+  await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
 }

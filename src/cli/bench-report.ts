@@ -2,6 +2,7 @@
  * The benchmark's figures: one object collected during the run, printed as a
  * short summary for people and written as JSON for tools and for comparing runs.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
@@ -15,6 +16,8 @@ import type { MatchingBenchmark } from '../rules/rule-matching.bench-support.js'
 
 export interface BenchResults {
   generatedAt: string;
+  /** The commit measured, `-dirty` when tracked files had changes; the engine changes, so figures need it. */
+  revision: string;
   machine: {
     cpus: number; cpuModel: string; memoryMb: number; node: string; platform: string;
     /** 1-minute load averages: other work on the machine skews every figure, so it is recorded. */
@@ -30,12 +33,22 @@ export interface BenchResults {
   errors: Array<{ part: string; message: string }>;
 }
 
+function revision(): string {
+  const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    return `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? '-dirty' : ''}`;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+
 export function emptyResults(options: BenchOptions): BenchResults {
   const { postgresUrl, ...rest } = options;
   // The URL may carry a password; its host is enough to say which server it was.
   const postgres = options.postgresDisabled || postgresUrl === undefined ? 'off' : new URL(postgresUrl).host;
   return {
     generatedAt: new Date().toISOString(),
+    revision: revision(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}`, loadAverageAtStart: loadavg()[0] },
     options: { ...rest, postgres },
     intake: [],
@@ -67,9 +80,14 @@ function intakeLines(f: IntakeFigures): string[] {
 }
 
 function endToEndLines(f: EndToEndFigures): string[] {
+  // An open loop keeps offering the rate; a lower delivered rate means a queue grew all along.
+  const behind = f.throughputPerSecond < f.ratePerSecond * 0.95
+    ? [`    the engine fell behind: it delivered ${int(f.throughputPerSecond)}/s of the ${int(f.ratePerSecond)}/s offered, so latency grew with the queue (lower BENCH_E2E_RATE to find the rate it sustains)`]
+    : [];
   return [
     `end to end (${f.database}, ${describeLayout(f.layout)}): p50 ${ms(f.latencyMs.p50)}, p99 ${ms(f.latencyMs.p99)} at ${int(f.ratePerSecond)} events/s (max ${ms(f.latencyMs.max)})`,
-    `    ${int(f.delivered)}/${int(f.sent)} action requests reached the service (${int(f.throughputPerSecond)}/s)${f.missing ? `, ${int(f.missing)} MISSING` : ''}; webhook answered in p50 ${ms(f.ackLatencyMs.p50)}, p99 ${ms(f.ackLatencyMs.p99)}; engine CPU ${int(f.engineCpuPercent)} % of one core`,
+    `    ${int(f.delivered)}/${int(f.sent)} action requests reached the service (${int(f.throughputPerSecond)}/s)${f.missing ? `, ${int(f.missing)} MISSING` : ''}; webhook answered in p50 ${ms(f.ackLatencyMs.p50)}, p99 ${ms(f.ackLatencyMs.p99)}; ${f.layout === 'child' ? 'engine' : 'whole process'} CPU ${int(f.engineCpuPercent)} % of one core`,
+    ...behind,
   ];
 }
 
@@ -87,7 +105,7 @@ function loadWarning(m: BenchResults['machine']): string | undefined {
 
 export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint }): string[] {
   const m = results.machine;
-  const lines = [paint.bold(`results (${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}):`)];
+  const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}):`)];
   const warning = loadWarning(m);
   if (warning) lines.push(paint.yellow(`note: ${warning}`));
   for (const f of results.intake) lines.push(...intakeLines(f));

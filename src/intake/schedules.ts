@@ -9,7 +9,10 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { CronJob, CronTime } from 'cron';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
 import { CLOCK, type Clock } from '../clock.js';
+import { RuleStateEntity } from '../rules/rule-state.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventWriter } from './event-writer.js';
@@ -49,6 +52,7 @@ export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown 
     private readonly jobs: SchedulerRegistry,
     private readonly writer: EventWriter,
     @Inject(CLOCK) private readonly clock: Clock,
+    @InjectRepository(RuleStateEntity) private readonly states: Repository<RuleStateEntity>,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -77,15 +81,24 @@ export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown 
 
   private add(name: string, rule: LoadedRule): void {
     const { cron, timezone } = rule.definition.schedule!;
-    const job = CronJob.from({
+    // The tick is named after the time it was planned for, not the moment the
+    // callback ran: a stalled event loop must not rename it (replicas would then
+    // disagree on the id). cron plans the following tick before calling onTick.
+    let planned: Date | undefined;
+    const job: CronJob = CronJob.from({
       cronTime: cron,
       timeZone: timezone ?? 'UTC',
       start: false,
-      onTick: () => this.fire(rule.id),
+      onTick: () => {
+        const tick = planned ?? this.clock.now();
+        planned = job.nextDate().toJSDate();
+        return this.fire(rule.id, tick);
+      },
       errorHandler: (error) => this.logger.error(`schedule of rule ${rule.id} failed: ${(error as Error).message}`),
     });
     this.jobs.addCronJob(name, job);
     this.specs.set(name, JSON.stringify(rule.definition.schedule));
+    planned = job.nextDate().toJSDate();
     job.start();
   }
 
@@ -94,8 +107,11 @@ export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown 
     this.specs.delete(name);
   }
 
-  private async fire(ruleId: string): Promise<void> {
-    const tick = scheduledFor(this.clock.now());
+  private async fire(ruleId: string, plannedFor: Date): Promise<void> {
+    // Another replica may have disabled the rule since this one last looked: ask the database.
+    const override = await this.states.findOneBy({ ruleId });
+    if (override && !override.enabled) return;
+    const tick = scheduledFor(plannedFor);
     const id = scheduleEventId(ruleId, tick);
     const payload = JSON.stringify({
       id,

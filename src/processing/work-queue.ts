@@ -15,12 +15,13 @@
  * same resource is still waiting and no earlier event's action runs on it are
  * unfinished.
  *
- * Causal barrier: an event is not claimed while an action run that started
- * before the event arrived is still in flight. The service may send the webhook
- * about a resource an action created before the engine has recorded the
- * action's answer (and so the resource's provenance); waiting for those runs,
- * which end within SERVICE_TIMEOUT_MS, lets loop protection see every resource
- * the engine touched.
+ * Causal barrier: an event is not claimed while an action run created before
+ * the event arrived may have acted without the engine knowing yet: it is in
+ * flight, or its last attempt timed out or lost its connection (the service may
+ * have acted all the same). The service can send the webhook about a resource
+ * an action created before the engine has recorded the action's answer, and so
+ * the resource's provenance; waiting for those runs lets loop protection see
+ * every resource the engine touched. The wait is bounded by the runs' retries.
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
@@ -81,7 +82,9 @@ export class WorkQueue {
                           WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
                             AND a.status IN ('pending', 'running', 'retrying'))
           AND NOT EXISTS (SELECT 1 FROM action_runs r
-                          WHERE r.status = 'running' AND r.updated_at <= e.received_at)
+                          WHERE r.created_at <= e.received_at
+                            AND (r.status = 'running'
+                                 OR (r.status = 'retrying' AND r.error_code IN ('timeout', 'network_error'))))
         ORDER BY e.seq LIMIT ? ${this.skipLocked})
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];

@@ -10,7 +10,9 @@ import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { Interval } from '@nestjs/schedule';
 import { Database } from '../database/database.service.js';
+import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../intake/envelope.js';
 import { ApiRuleEntity } from './api-rule.entity.js';
 import { loadRuleFiles, toLoadedRule } from './rule-files.js';
@@ -42,6 +44,7 @@ export class RuleRegistry implements OnModuleInit {
   private loadedOnce = false;
   private reloading: Promise<ReloadReport> | undefined;
   private readonly changeListeners: Array<() => void> = [];
+  private lastFingerprint: string | undefined;
   /** Problems of the last reload, by file. */
   problems: RuleProblem[] = [];
 
@@ -71,6 +74,30 @@ export class RuleRegistry implements OnModuleInit {
   get(id: string): LoadedRule | undefined {
     const rule = this.fileRules.get(id) ?? this.apiRules.get(id);
     return rule && this.withOverride(rule);
+  }
+
+  /**
+   * Replicas sharing PostgreSQL learn of each other's API rules and overrides by
+   * looking at a fingerprint of both tables every two seconds and reloading when
+   * it changes. (With SQLite there is one engine process per database.)
+   */
+  @Interval(2_000)
+  async followOtherReplicas(): Promise<void> {
+    if (this.db.kind !== 'postgres' || !this.loadedOnce) return;
+    try {
+      if ((await this.fingerprint()) !== this.lastFingerprint) await this.reload();
+    } catch (error) {
+      this.logger.warn(`checking for rule changes by other replicas failed: ${(error as Error).message}`);
+    }
+  }
+
+  private async fingerprint(): Promise<string> {
+    const rows = await queryRows(
+      this.db.manager,
+      `SELECT (SELECT COUNT(*) FROM api_rules) AS a, (SELECT MAX(updated_at) FROM api_rules) AS b,
+              (SELECT COUNT(*) FROM rule_states) AS c, (SELECT MAX(updated_at) FROM rule_states) AS d`,
+    );
+    return JSON.stringify(rows[0]);
   }
 
   /** Called whenever the set of rules or their enabled state changes (the schedules follow it). */
@@ -115,6 +142,8 @@ export class RuleRegistry implements OnModuleInit {
   }
 
   private async doReload(): Promise<ReloadReport> {
+    // Taken before reading, so a change made meanwhile is seen at the next look.
+    if (this.db.kind === 'postgres') this.lastFingerprint = await this.fingerprint();
     const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir).catch((error: NodeJS.ErrnoException) => {
       throw new Error(`RULES_DIR ${this.config.rulesDir} cannot be read: ${error.code === 'ENOENT' ? 'no such folder' : error.message}`);
     });

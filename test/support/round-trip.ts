@@ -1,0 +1,184 @@
+/**
+ * The engine and the simulator wired both ways, as in production: the engine
+ * calls the simulator's API, and the simulator sends a signed webhook back to
+ * the engine for every change, so an engine action can cause the next event.
+ *
+ * The simulator's webhook URL is fixed when it starts and the engine's port is
+ * known only once it listens, so a port is reserved for the simulator first, the
+ * engine is started pointing at it, and then the simulator takes that port.
+ */
+import { createServer as createHttpServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer } from 'node:net';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/simulator.js';
+import { USER_AGENT } from '../../src/actions/service-client.js';
+import { allPages } from './admin.js';
+import { startEngine, TEST_SECRET, type RunningEngine } from './engine.js';
+import { waitFor } from './events.js';
+
+/** A port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RoundTrip {
+  engine: RunningEngine;
+  sim: Simulator;
+  /** Stops all of it. */
+  stop(): Promise<void>;
+}
+
+export interface RoundTripOptions extends SimulatorOptions {
+  /**
+   * Holds each answer of the service this long on its way back to the engine
+   * (the change is made and its webhook sent at once), so the webhook about a
+   * change reliably arrives before the engine learns the answer to its request.
+   */
+  answerDelayMs?: number;
+  /** Only the first this many answers are held back (default: all). */
+  slowAnswers?: number;
+}
+
+/** Starts the engine (in this process) and a simulator whose webhooks go to it. */
+export async function startRoundTrip(env: Record<string, string | undefined>, options: RoundTripOptions = {}): Promise<RoundTrip> {
+  const { answerDelayMs, slowAnswers, ...simOptions } = options;
+  const simPort = await freePort();
+  const proxy = answerDelayMs === undefined ? undefined : await startSlowAnswers(simPort, answerDelayMs, slowAnswers ?? Infinity);
+  const apiPort = proxy ? (proxy.address() as { port: number }).port : simPort;
+  const closeProxy = () => new Promise<void>((resolve) => (proxy ? (proxy.closeAllConnections(), proxy.close(() => resolve())) : resolve()));
+  const engine = await startEngine({ SERVICE_API_URL: `http://127.0.0.1:${apiPort}/v1`, ...env });
+  try {
+    const sim = await startSimulator({
+      seed: true,
+      port: simPort,
+      webhookUrl: `${engine.url}/webhooks`,
+      webhookSecret: TEST_SECRET,
+      webhookRetryDelaysMs: [100, 300, 1000],
+      ...simOptions,
+    });
+    return {
+      engine,
+      sim,
+      stop: async () => {
+        await engine.stop();
+        await sim.close();
+        await closeProxy();
+      },
+    };
+  } catch (error) {
+    await engine.stop();
+    await closeProxy();
+    throw error;
+  }
+}
+
+/** A proxy to the simulator that forwards each request at once and delays only the answer. */
+async function startSlowAnswers(simPort: number, delayMs: number, count: number): Promise<Server> {
+  let held = 0;
+  const server = createHttpServer((req: IncomingMessage, res: ServerResponse) => {
+    const delay = held++ < count ? delayMs : 0;
+    const upstream = request(
+      { host: '127.0.0.1', port: simPort, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (c: Buffer) => chunks.push(c));
+        answer.on('end', () => {
+          setTimeout(() => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            res.end(Buffer.concat(chunks));
+          }, delay);
+        });
+      },
+    );
+    upstream.on('error', () => {
+      res.writeHead(502, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'bad_gateway', message: 'simulator unreachable' } }));
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
+/** Requests the engine sent to the simulator (a test's own calls use another User-Agent). */
+export function engineRequests(sim: Simulator, method: string, pathPattern: RegExp) {
+  return sim.requests.filter((r) => r.userAgent === USER_AGENT && r.method === method && pathPattern.test(r.path));
+}
+
+/** Tasks the engine created at the simulator (answered 201). */
+export function tasksCreatedByEngine(sim: Simulator) {
+  return engineRequests(sim, 'POST', /^\/v1\/tasks\/?$/).filter((r) => r.status === 201);
+}
+
+/** A task created at the service by a person (not the engine): the service reports it with a webhook. */
+export async function createTaskAsAPerson(sim: Simulator, fields: Record<string, unknown>): Promise<{ id: string; [k: string]: unknown }> {
+  const res = await fetch(`${sim.url}/tasks`, {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ac_test_a_person_using_the_app', 'Content-Type': 'application/json', 'User-Agent': 'web-app/1.0' },
+    body: JSON.stringify(fields),
+  });
+  if (res.status !== 201) throw new Error(`creating a task answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as { id: string };
+}
+
+/** A task changed at the service by a person. */
+export async function updateTaskAsAPerson(sim: Simulator, id: string, patch: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${sim.url}/tasks/${id}`, {
+    method: 'PATCH',
+    headers: { Authorization: 'Bearer ac_test_a_person_using_the_app', 'Content-Type': 'application/json', 'User-Agent': 'web-app/1.0' },
+    body: JSON.stringify(patch),
+  });
+  if (res.status !== 200) throw new Error(`updating task ${id} answered ${res.status}: ${await res.text()}`);
+}
+
+async function unfinishedWork(engine: RunningEngine): Promise<number> {
+  let count = 0;
+  for (const status of ['pending', 'running', 'retrying']) {
+    count += (await allPages(engine, `/admin/actions?status=${status}`, 500)).items.length;
+  }
+  count += (await allPages(engine, '/admin/events?status=received', 500)).items.length;
+  count += (await allPages(engine, '/admin/executions?status=running', 500)).items.length;
+  return count;
+}
+
+/**
+ * Resolves once nothing is left to happen: the simulator has no webhook to
+ * deliver and no workflow run going, the engine has no event to evaluate and no
+ * action run or execution unfinished, and the logs have not grown between two
+ * such observations. A finished action run's webhook is queued at the simulator
+ * before the engine can record the run, and a delivered webhook's event is
+ * committed before the simulator sees the answer, so there is no gap in which
+ * both sides look idle while work is still in transit.
+ */
+export async function quiescence({ engine, sim }: RoundTrip, timeoutMs = 20_000): Promise<void> {
+  let last = '';
+  await waitFor(
+    async () => {
+      if (!sim.webhooks.every((w) => w.state !== 'pending')) return false;
+      await sim.waitForIdle(timeoutMs);
+      if ((await unfinishedWork(engine)) > 0) return false;
+      if (!(await isIdle(sim))) return false;
+      const mark = `${sim.requests.length}/${sim.webhooks.length}`;
+      const stable = mark === last;
+      last = mark;
+      return stable;
+    },
+    timeoutMs,
+    'the engine and the simulator to go quiet',
+  );
+}
+
+async function isIdle(sim: Simulator): Promise<boolean> {
+  try {
+    await sim.waitForIdle(1);
+    return true;
+  } catch {
+    return false;
+  }
+}
