@@ -9,7 +9,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { In, Repository, type EntityManager } from 'typeorm';
 import { Database } from '../database/database.service.js';
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { DomainError } from '../errors.js';
@@ -214,8 +214,19 @@ export class ActionRunner {
   }
 }
 
+/**
+ * An action run's id, which is also its Idempotency-Key, follows from what it is:
+ * the event, the rule and the action's position. If an evaluation is ever done
+ * again (its commit lost to a power cut after the request went out), the action
+ * gets the same key and the service applies it once.
+ */
+export function actionRunId(eventId: string, ruleId: string, position: number): string {
+  const hex = createHash('sha256').update(`${eventId}\u0000${ruleId}\u0000${position}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
 export function newActionRun(
-  execution: Pick<ExecutionEntity, 'id' | 'eventSeq' | 'ruleId'>,
+  execution: Pick<ExecutionEntity, 'id' | 'eventSeq' | 'eventId' | 'ruleId'>,
   rule: RuleSnapshot,
   position: number,
   resourceKey: string | null,
@@ -223,7 +234,7 @@ export function newActionRun(
 ): Partial<ActionRunEntity> {
   const action = rule.actions[position];
   return {
-    id: randomUUID(),
+    id: actionRunId(execution.eventId, execution.ruleId, position),
     executionId: execution.id,
     eventSeq: execution.eventSeq,
     resourceKey,

@@ -16,9 +16,10 @@ import { ApiRules1764100000000 } from './migrations/1764100000000-api-rules.js';
 import { ApiRuleEntity } from '../rules/api-rule.entity.js';
 import { LoopsAndThrottles1764200000000 } from './migrations/1764200000000-loops-and-throttles.js';
 import { ResourceProvenanceEntity } from '../processing/resource-provenance.entity.js';
+import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-indexes.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
-export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000, LoopsAndThrottles1764200000000];
+export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000, LoopsAndThrottles1764200000000, ClaimIndexes1764300000000];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
 
@@ -38,11 +39,10 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     type: 'better-sqlite3',
     database: file,
     enableWAL: file !== ':memory:',
-    // Readers never block the writer in WAL; a busy writer is waited for, not failed;
-    // FULL makes every acknowledged commit survive a power cut, not only a crash.
+    // Readers never block the writer in WAL; a busy writer is waited for, not
+    // failed. How each commit is synced is chosen per write (database.service.ts).
     prepareDatabase: (db: { pragma(sql: string): unknown }) => {
       db.pragma('busy_timeout = 5000');
-      db.pragma('synchronous = FULL');
     },
   };
 }

@@ -9,6 +9,15 @@
  * synchronous and nothing slow, such as an HTTP call, ever runs inside one).
  * PostgreSQL has a connection pool and real isolation, so there the mutex is
  * skipped.
+ *
+ * Durability on SQLite: a write that acknowledges something to the outside
+ * (an accepted webhook) is `durable` and synced to disk before it returns
+ * (synchronous=FULL); the engine's own bookkeeping is synced in WAL order with
+ * the next durable write or checkpoint (synchronous=NORMAL), which survives a
+ * crash of the process but may lose its last moments to a power cut. That loss is
+ * safe: the work is simply done again, and action runs have ids derived from
+ * what they are (event, rule, position), so a re-done action keeps its
+ * Idempotency-Key.
  */
 import { Injectable } from '@nestjs/common';
 import { Mutex } from 'async-mutex';
@@ -19,6 +28,7 @@ import { kindOf } from './sql.js';
 @Injectable()
 export class Database {
   private readonly mutex = new Mutex();
+  private synchronous: 'FULL' | 'NORMAL' | undefined;
   readonly kind: DatabaseKind;
 
   constructor(readonly dataSource: DataSource) {
@@ -29,8 +39,15 @@ export class Database {
     return this.dataSource.manager;
   }
 
-  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  write<T>(work: (manager: EntityManager) => Promise<T>, options: { durable?: boolean } = {}): Promise<T> {
     if (this.kind === 'postgres') return this.dataSource.transaction(work);
-    return this.mutex.runExclusive(() => this.dataSource.transaction(work));
+    return this.mutex.runExclusive(async () => {
+      const wanted = options.durable ? 'FULL' : 'NORMAL';
+      if (this.synchronous !== wanted) {
+        await this.dataSource.query(`PRAGMA synchronous = ${wanted}`);
+        this.synchronous = wanted;
+      }
+      return this.dataSource.transaction(work);
+    });
   }
 }

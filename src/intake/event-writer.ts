@@ -55,12 +55,15 @@ export class EventWriter {
   write(event: NewEvent): Promise<WriteOutcome> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ event, resolve, reject });
-      if (!this.flushing) void this.flush();
+      if (!this.flushing) {
+        this.flushing = true;
+        // After the I/O callbacks already due, so every request that has arrived joins this batch.
+        setImmediate(() => void this.flush());
+      }
     });
   }
 
   private async flush(): Promise<void> {
-    this.flushing = true;
     let stored = 0;
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, MAX_BATCH);
@@ -89,7 +92,7 @@ export class EventWriter {
     const sql =
       `INSERT INTO events (${COLUMNS.join(', ')}) VALUES ${events.map(() => row).join(', ')} ` +
       `ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
-    const rows = await this.db.write((manager) => queryRows<{ event_id: string }>(manager, sql, params));
+    const rows = await this.db.write((manager) => queryRows<{ event_id: string }>(manager, sql, params), { durable: true });
     return new Set(rows.map((r) => r.event_id));
   }
 }

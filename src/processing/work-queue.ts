@@ -16,12 +16,14 @@
  * unfinished.
  *
  * Causal barrier: an event is not claimed while an action run created before
- * the event arrived may have acted without the engine knowing yet: it is in
- * flight, or its last attempt timed out or lost its connection (the service may
- * have acted all the same). The service can send the webhook about a resource
- * an action created before the engine has recorded the action's answer, and so
- * the resource's provenance; waiting for those runs lets loop protection see
- * every resource the engine touched. The wait is bounded by the runs' retries.
+ * the event arrived is still in flight. The service can send the webhook about
+ * a resource an action created before the engine has recorded the action's
+ * answer, and so the resource's provenance; waiting for the runs in flight (at
+ * most SERVICE_TIMEOUT_MS) lets loop protection see the resources the engine
+ * touched. A run whose attempt timed out is not waited for: the service may
+ * have acted, but a run can retry for minutes and nothing else would move
+ * meanwhile. Its resource is then seen as an outside one, which costs at most one
+ * extra link per timed-out attempt (README, Guarantees).
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
@@ -54,6 +56,18 @@ export interface ClaimedActionRun {
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
 export const EVENT_LEASE_MS = 15_000;
 
+/**
+ * The first event received after the oldest action run that may have acted
+ * unbeknownst to the engine; events from it on wait. Computed once per claim
+ * (uncorrelated), and as a seq bound, so the claim's index scan stops there
+ * instead of testing every waiting event.
+ */
+const BARRIER_SEQ = `COALESCE(
+  (SELECT x.seq FROM events x
+   WHERE x.received_at >= (SELECT MIN(r.created_at) FROM action_runs r WHERE r.status = 'running')
+   ORDER BY x.received_at, x.seq LIMIT 1),
+  2147483647)`;
+
 @Injectable()
 export class WorkQueue {
   /** Identifies this process's leases. */
@@ -81,10 +95,7 @@ export class WorkQueue {
           AND NOT EXISTS (SELECT 1 FROM action_runs a
                           WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
                             AND a.status IN ('pending', 'running', 'retrying'))
-          AND NOT EXISTS (SELECT 1 FROM action_runs r
-                          WHERE r.created_at <= e.received_at
-                            AND (r.status = 'running'
-                                 OR (r.status = 'retrying' AND r.error_code IN ('timeout', 'network_error'))))
+          AND e.seq < ${BARRIER_SEQ}
         ORDER BY e.seq LIMIT ? ${this.skipLocked})
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
