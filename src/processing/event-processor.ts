@@ -43,6 +43,12 @@ interface Match {
   throttleKey: string | null;
 }
 
+export interface PreparedEvent {
+  claim: ClaimedEvent;
+  verdict: Verdict;
+  resource: Record<string, unknown> | undefined;
+}
+
 interface Verdict {
   status: EventStatus;
   position: ChainPosition;
@@ -65,8 +71,27 @@ export class EventProcessor {
     private readonly metrics: Metrics,
   ) {}
 
-  /** Returns the number of action runs created (0 when the lease was lost). */
+  /** Evaluates and commits one event; returns the number of action runs created. */
   async process(claim: ClaimedEvent, leaseOwner: string): Promise<number> {
+    return this.commitAll([await this.prepare(claim)], leaseOwner);
+  }
+
+  /**
+   * Commits the outcomes of several evaluated events in one transaction (a
+   * claimed batch pays for one commit, not one each); an event whose lease was
+   * lost is left out. Returns the number of action runs created.
+   */
+  async commitAll(prepared: PreparedEvent[], leaseOwner: string): Promise<number> {
+    if (prepared.length === 0) return 0;
+    return this.db.write(async (manager) => {
+      let runs = 0;
+      for (const p of prepared) runs += await this.commit(manager, p.claim, leaseOwner, p.verdict, p.resource);
+      return runs;
+    });
+  }
+
+  /** Everything about an event that needs no writing: lookups, loop check, rule evaluation. */
+  async prepare(claim: ClaimedEvent): Promise<PreparedEvent> {
     const envelope = safeJsonParse(claim.payload) as EventEnvelope;
     const resource = resourceOf(envelope, claim.resource_key);
     const [previous, provenance] = claim.resource_key
@@ -85,7 +110,7 @@ export class EventProcessor {
       const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
       verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
     }
-    return this.db.write((manager) => this.commit(manager, claim, leaseOwner, verdict, resource));
+    return { claim, verdict, resource };
   }
 
   /**

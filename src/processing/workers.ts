@@ -15,7 +15,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplica
 import { ActionRunner } from '../actions/action-runner.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { EventWriter } from '../intake/event-writer.js';
-import { EventProcessor } from './event-processor.js';
+import { EventProcessor, type PreparedEvent } from './event-processor.js';
 import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from './work-queue.js';
 
 const POLL_MS = 250;
@@ -106,8 +106,26 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         await this.events.sleep(POLL_MS);
         continue;
       }
-      await this.track(mapLimit(claims, EVENT_CONCURRENCY, (claim) => this.processEvent(claim)));
+      await this.track(this.processBatch(claims));
     }
+  }
+
+  /** Evaluates a claimed batch concurrently, then commits it in one transaction. */
+  private async processBatch(claims: ClaimedEvent[]): Promise<void> {
+    const prepared: PreparedEvent[] = [];
+    await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
+      const ready = await this.guard(`event ${claim.event_id}`, () => this.processor.prepare(claim), (error) =>
+        this.processor.recordCrash(claim, this.queue.owner, error),
+      );
+      if (ready) prepared.push(ready);
+    });
+    const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner));
+    if (created === undefined) {
+      // The batch could not be committed as a whole: commit each on its own, so one bad event cannot hold back the others.
+      for (const one of prepared) await this.processEvent(one.claim);
+      return;
+    }
+    if (created) this.actions.nudge();
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
