@@ -1,0 +1,101 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { loadConfig } from '../config/config.js';
+import { systemClock } from '../clock.js';
+import { buildRequest } from './service-operations.js';
+import { ServiceClient, USER_AGENT } from './service-client.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+
+/** A real HTTP server standing in for the service, answering as `handler` says. */
+async function service(handler: Handler): Promise<{ url: string; seen: Array<{ req: IncomingMessage; body: string; at: number }>; close(): Promise<void> }> {
+  const seen: Array<{ req: IncomingMessage; body: string; at: number }> = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      seen.push({ req, body, at: Date.now() });
+      handler(req, res, body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+function clientFor(url: string, env: Record<string, string> = {}) {
+  const config = loadConfig({ SERVICE_API_URL: url, SERVICE_API_KEY: 'ac_test_client_spec_key', SERVICE_TIMEOUT_MS: '300', ...env }, () => 'x'.repeat(20));
+  return new ServiceClient(config, systemClock);
+}
+
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+};
+
+describe(ServiceClient.name, () => {
+  describe('requests', () => {
+    it('sends every header the service expects, and an Idempotency-Key on writes only', async () => {
+      const svc = await service((_req, res) => json(res, 201, { id: 'tsk_9' }));
+      const client = clientFor(svc.url);
+      await client.send(buildRequest('tasks.create', {}, { project_id: 'prj_1', title: 'x' }), 'key-1');
+      await client.send(buildRequest('tasks.list', {}, undefined, { project_id: 'prj_1' }), 'key-2');
+      const [write, read] = svc.seen;
+      expect(write.req.url).toBe('/v1/tasks');
+      expect(write.req.headers).toMatchObject({
+        authorization: 'Bearer ac_test_client_spec_key',
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'user-agent': USER_AGENT,
+        'idempotency-key': 'key-1',
+      });
+      expect(JSON.parse(write.body)).toEqual({ project_id: 'prj_1', title: 'x' });
+      expect(read.req.url).toBe('/v1/tasks?project_id=prj_1');
+      expect(read.req.headers['idempotency-key']).toBeUndefined();
+      await svc.close();
+    });
+  });
+
+  describe('answers', () => {
+    it('keeps the error code and message of the service’s error shape', async () => {
+      const svc = await service((_req, res) => json(res, 422, { error: { code: 'bad_title', message: 'too long' } }));
+      const outcome = await clientFor(svc.url).send(buildRequest('tasks.create', {}, {}), 'k');
+      expect(outcome).toMatchObject({ ok: false, kind: 'http', status: 422, code: 'bad_title', message: 'too long' });
+      await svc.close();
+    });
+
+    it('reports a timeout when the service does not answer in SERVICE_TIMEOUT_MS', async () => {
+      const svc = await service((_req, res) => setTimeout(() => json(res, 200, {}), 1_000));
+      const outcome = await clientFor(svc.url).send(buildRequest('tasks.list'));
+      expect(outcome).toMatchObject({ ok: false, kind: 'timeout', code: 'timeout' });
+      await svc.close();
+    });
+
+    it('reports a network error when nothing listens', async () => {
+      const outcome = await clientFor('http://127.0.0.1:9').send(buildRequest('tasks.list'));
+      expect(outcome).toMatchObject({ ok: false, kind: 'network', code: 'network_error' });
+    });
+  });
+
+  describe('the rate limit the service announces', () => {
+    it('holds every further call after X-RateLimit-Remaining: 0 until Retry-After has passed', async () => {
+      let calls = 0;
+      const svc = await service((_req, res) => json(res, 200, {}, calls++ === 0 ? { 'X-RateLimit-Remaining': '0', 'Retry-After': '1' } : { 'X-RateLimit-Remaining': '99' }));
+      const client = clientFor(svc.url);
+      await client.send(buildRequest('tasks.list'));
+      expect(client.lastRemaining).toBe(0);
+      await client.send(buildRequest('tasks.list'));
+      expect(svc.seen[1].at - svc.seen[0].at).toBeGreaterThanOrEqual(950);
+      expect(client.lastRemaining).toBe(99);
+      await svc.close();
+    });
+
+    it('does not hold calls while the service still has quota', async () => {
+      const svc = await service((_req, res) => json(res, 200, {}, { 'X-RateLimit-Remaining': '5' }));
+      const client = clientFor(svc.url);
+      const started = Date.now();
+      for (let i = 0; i < 5; i++) await client.send(buildRequest('tasks.list'));
+      expect(Date.now() - started).toBeLessThan(900);
+      await svc.close();
+    });
+  });
+});
