@@ -13,6 +13,12 @@ export default {
   forceExit: true,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
-    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts']},
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      // Fails any end-to-end file in which a known secret shows up in an answer or an engine's log.
+      setupFilesAfterEnv: ['<rootDir>/test/support/secret-watch.ts'],
+    },
   ],
 };

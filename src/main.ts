@@ -38,7 +38,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.log({ msg: 'stopping', signal });
-    void stopApp(app).then(() => process.exit(0));
+    // Long enough for a request in flight at the service to end (as an action run's lease is).
+    void stopApp(app, config.serviceTimeoutMs + 5_000).then(() => process.exit(0));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

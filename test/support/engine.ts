@@ -12,6 +12,7 @@ import { createApp, stopApp } from '../../src/app.js';
 import { loadConfig, type EngineConfig } from '../../src/config/config.js';
 import { JsonLogger, Redactor } from '../../src/observability/json-logger.js';
 import { secretsOf } from '../../src/config/config.js';
+import { watchLog, watchSecret } from './secret-watch.js';
 
 export const TEST_SECRET = 'whsec_test_secret_value_1234';
 export const TEST_API_KEY = 'ac_test_e2e_key_abcdef123456';
@@ -54,10 +55,15 @@ function adminClient(url: string, token: string) {
     });
 }
 
+let inProcessEngines = 0;
+
 export async function startEngine(env: Record<string, string | undefined>): Promise<RunningEngine> {
   const config = loadConfig(engineEnv(env), () => 'generated-admin-token-for-tests');
   const logs: string[] = [];
   const logger = new JsonLogger(config.logLevel, new Redactor(secretsOf(config)), (line) => logs.push(line));
+  // Whatever this engine was configured with must not show up in its answers or its log (secret-watch.ts).
+  for (const secret of secretsOf(config)) watchSecret(secret, 'a secret an engine was configured with');
+  watchLog(`in-process engine #${++inProcessEngines}`, logs);
   const app = await createApp(config, { logger });
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
@@ -81,6 +87,11 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   });
   const output: string[] = [];
   const url = `http://127.0.0.1:${port}`;
+  const childEnv = engineEnv(env);
+  for (const name of ['WEBHOOK_SECRET', 'SERVICE_API_KEY', 'ADMIN_TOKEN']) {
+    for (const secret of (childEnv[name] ?? '').split(',')) watchSecret(secret.trim(), `${name} of an engine process`);
+  }
+  watchLog(`the engine process on port ${port}`, output);
   child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   const deadline = Date.now() + 30_000;
