@@ -41,6 +41,10 @@ export class DomainError extends Error {
   }
 }
 
+/** Messages may quote what the caller sent (an id, a value): keep answers bounded whatever was sent. */
+const MAX_MESSAGE = 500;
+
 export function errorBody(code: string, message: string, details?: unknown) {
-  return { error: details === undefined ? { code, message } : { code, message, details } };
+  const bounded = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message;
+  return { error: details === undefined ? { code, message: bounded } : { code, message: bounded, details } };
 }

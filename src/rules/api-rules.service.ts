@@ -32,12 +32,14 @@ export class ApiRulesService {
 
   async create(body: unknown): Promise<LoadedRule> {
     const definition = assertValidRule(body);
-    if (this.registry.get(definition.id)) {
-      const where = this.registry.isFileRule(definition.id) ? 'a rule file' : 'the admin API';
-      throw new DomainError('rule_id_taken', `rule id "${definition.id}" is already used by ${where}`);
-    }
-    await this.save(definition, true);
-    return this.registry.putApiRule(definition);
+    return this.registry.exclusive(async () => {
+      if (this.registry.get(definition.id)) {
+        const where = this.registry.isFileRule(definition.id) ? 'a rule file' : 'the admin API';
+        throw new DomainError('rule_id_taken', `rule id "${definition.id}" is already used by ${where}`);
+      }
+      await this.save(definition, true);
+      return this.registry.putApiRule(definition);
+    });
   }
 
   async replace(id: string, body: unknown): Promise<LoadedRule> {
@@ -47,18 +49,23 @@ export class ApiRulesService {
     if (definition.id !== id) {
       throw new DomainError('validation_failed', 'the rule id cannot change', [{ path: '$.id', message: `must be "${id}"` }]);
     }
-    await this.save(definition, false);
-    return this.registry.putApiRule(definition);
+    return this.registry.exclusive(async () => {
+      this.assertApiRule(id);
+      await this.save(definition, false);
+      return this.registry.putApiRule(definition);
+    });
   }
 
   async remove(id: string): Promise<void> {
-    this.assertApiRule(id);
-    await this.db.write(async (manager) => {
-      await manager.delete(ApiRuleEntity, { ruleId: id });
-      // A rule created later under the same id starts with no override.
-      await manager.delete(RuleStateEntity, { ruleId: id });
+    await this.registry.exclusive(async () => {
+      this.assertApiRule(id);
+      await this.db.write(async (manager) => {
+        await manager.delete(ApiRuleEntity, { ruleId: id });
+        // A rule created later under the same id starts with no override.
+        await manager.delete(RuleStateEntity, { ruleId: id });
+      });
+      this.registry.dropApiRule(id);
     });
-    this.registry.dropApiRule(id);
   }
 
   private assertApiRule(id: string): void {

@@ -11,6 +11,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Interval } from '@nestjs/schedule';
+import { Mutex } from 'async-mutex';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../intake/envelope.js';
@@ -45,6 +46,7 @@ export class RuleRegistry implements OnModuleInit {
   private reloading: Promise<ReloadReport> | undefined;
   private readonly changeListeners: Array<() => void> = [];
   private lastFingerprint: string | undefined;
+  private readonly lock = new Mutex();
   /** Problems of the last reload, by file. */
   problems: RuleProblem[] = [];
 
@@ -113,8 +115,17 @@ export class RuleRegistry implements OnModuleInit {
 
   /** Re-reads RULES_DIR, the API rules and the overrides; concurrent calls share one reload. */
   reload(): Promise<ReloadReport> {
-    this.reloading ??= this.doReload().finally(() => (this.reloading = undefined));
+    this.reloading ??= this.exclusive(() => this.doReload()).finally(() => (this.reloading = undefined));
     return this.reloading;
+  }
+
+  /**
+   * Runs a change of the stored rules (its database write and its in-memory
+   * update) so that no reload reads the database before the write and swaps in
+   * its older picture after the update.
+   */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    return this.lock.runExclusive(work);
   }
 
   putApiRule(definition: RuleDefinition): LoadedRule {
@@ -136,9 +147,11 @@ export class RuleRegistry implements OnModuleInit {
 
   /** Records an operator's override; it survives reloads and restarts. */
   async setEnabled(ruleId: string, enabled: boolean, now: Date): Promise<void> {
-    await this.db.write((manager) => manager.save(RuleStateEntity, { ruleId, enabled, updatedAt: now.toISOString() }));
-    this.overrides.set(ruleId, enabled);
-    this.rebuildIndex();
+    await this.exclusive(async () => {
+      await this.db.write((manager) => manager.save(RuleStateEntity, { ruleId, enabled, updatedAt: now.toISOString() }));
+      this.overrides.set(ruleId, enabled);
+      this.rebuildIndex();
+    });
   }
 
   private async doReload(): Promise<ReloadReport> {
