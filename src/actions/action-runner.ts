@@ -102,6 +102,13 @@ export class ActionRunner {
     if (this.config.dryRun) {
       return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
+    if (request.targetId !== undefined) {
+      // The resource is known before the request goes out: record it first, so the
+      // service's webhook about the change finds it however soon it arrives.
+      const resourceKey = touchedResource(claim.type as ActionType, request, null);
+      const now = this.clock.now().toISOString();
+      await this.db.write((manager) => this.recordProvenance(manager, claim, resourceKey, now));
+    }
     const started = performance.now();
     const outcome = await this.client.send(request, claim.id);
     const seconds = (performance.now() - started) / 1000;
@@ -171,7 +178,9 @@ export class ActionRunner {
     );
     if (!update.affected) return false;
     this.metrics.actionRun(claim.type, result.status, result.seconds);
-    if (result.status === 'succeeded' && result.request) await this.recordProvenance(manager, claim, result, now);
+    if (result.status === 'succeeded' && result.request) {
+      await this.recordProvenance(manager, claim, touchedResource(claim.type as ActionType, result.request, result.response), now);
+    }
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
@@ -180,8 +189,7 @@ export class ActionRunner {
   }
 
   /** The resource this action created or changed: an event about it soon after is the engine's own doing. */
-  private async recordProvenance(manager: EntityManager, claim: ClaimedActionRun, result: RunResult, now: string): Promise<void> {
-    const resourceKey = touchedResource(claim.type as ActionType, result.request!, result.response);
+  private async recordProvenance(manager: EntityManager, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
     if (!resourceKey) return;
     const event = await manager.findOne(EventEntity, { where: { seq: claim.event_seq }, select: { seq: true, depth: true } });
     await manager.upsert(

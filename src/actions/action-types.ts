@@ -11,6 +11,9 @@ export class ActionParamsError extends Error {
 
 export type ResourceKind = 'task' | 'user' | 'project' | 'workflow_run';
 
+/** Action types that make a new resource, whose id the engine learns only from the answer. */
+export const CREATING_ACTIONS: readonly ActionType[] = ['task.create', 'user.invite', 'project.create', 'workflow.trigger'];
+
 export interface ActionHandler {
   /** The kind of resource the action creates or changes (loop protection tracks it). */
   kind: ResourceKind;

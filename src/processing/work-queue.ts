@@ -15,12 +15,13 @@
  * same resource is still waiting and no earlier event's action runs on it are
  * unfinished.
  *
- * Causal barrier: an event is not claimed while an action run created before
- * the event arrived is still in flight. The service can send the webhook about
- * a resource an action created before the engine has recorded the action's
- * answer, and so the resource's provenance; waiting for the runs in flight (at
- * most SERVICE_TIMEOUT_MS) lets loop protection see the resources the engine
- * touched. A run whose attempt timed out is not waited for: the service may
+ * Causal barrier: an event about a resource the engine has not seen before is
+ * not claimed while an action that creates resources, started before the event
+ * arrived, is still in flight. The service can send the webhook about a resource
+ * an action created before the engine has recorded the action's answer, and so
+ * the resource's provenance; waiting for those runs (at most SERVICE_TIMEOUT_MS)
+ * lets loop protection see the resources the engine made. (Actions that change
+ * an existing resource record it before they send, so they need no barrier.) A run whose attempt timed out is not waited for: the service may
  * have acted, but a run can retry for minutes and nothing else would move
  * meanwhile. Its resource is then seen as an outside one, which costs at most one
  * extra link per timed-out attempt (README, Guarantees).
@@ -30,6 +31,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
+import { CREATING_ACTIONS } from '../actions/action-types.js';
 
 export interface ClaimedEvent {
   seq: number;
@@ -64,7 +66,8 @@ export const EVENT_LEASE_MS = 15_000;
  */
 const BARRIER_SEQ = `COALESCE(
   (SELECT x.seq FROM events x
-   WHERE x.received_at >= (SELECT MIN(r.created_at) FROM action_runs r WHERE r.status = 'running')
+   WHERE x.received_at >= (SELECT MIN(r.created_at) FROM action_runs r
+                           WHERE r.status = 'running' AND r.type IN (${CREATING_ACTIONS.map((t) => `'${t}'`).join(', ')}))
    ORDER BY x.received_at, x.seq LIMIT 1),
   2147483647)`;
 
@@ -95,7 +98,8 @@ export class WorkQueue {
           AND NOT EXISTS (SELECT 1 FROM action_runs a
                           WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
                             AND a.status IN ('pending', 'running', 'retrying'))
-          AND e.seq < ${BARRIER_SEQ}
+          AND (e.seq < ${BARRIER_SEQ} OR e.resource_key IS NULL
+               OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = e.resource_key))
         ORDER BY e.seq LIMIT ? ${this.skipLocked})
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
