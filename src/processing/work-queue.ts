@@ -57,6 +57,7 @@ export interface ClaimedActionRun {
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
 export const EVENT_LEASE_MS = 15_000;
+const SLOW_CLAIM_MS = 20;
 
 /**
  * The first event received after the oldest action run that may have acted
@@ -75,6 +76,7 @@ const BARRIER_SEQ = `COALESCE(
 export class WorkQueue {
   /** Identifies this process's leases. */
   readonly owner = randomUUID();
+  private analyzedAt = 0;
 
   constructor(
     private readonly db: Database,
@@ -103,8 +105,23 @@ export class WorkQueue {
         ORDER BY e.seq LIMIT ? ${this.skipLocked})
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
+    const started = performance.now();
     const rows = await this.db.write((manager) => queryRows<ClaimedEvent>(manager, sql, params));
+    this.refreshStatisticsIfSlow(performance.now() - started);
     return rows.sort((a, b) => a.seq - b.seq);
+  }
+
+  /**
+   * PostgreSQL plans the claim from table statistics; when a backlog builds up
+   * faster than autovacuum refreshes them (a burst, a new database), the plan
+   * turns quadratic. A slow claim asks for fresh statistics, at most once a minute.
+   */
+  private refreshStatisticsIfSlow(ms: number): void {
+    if (this.db.kind !== 'postgres' || ms < SLOW_CLAIM_MS) return;
+    const now = Date.now();
+    if (now - this.analyzedAt < 60_000) return;
+    this.analyzedAt = now;
+    this.db.dataSource.query('ANALYZE events, action_runs').catch(() => undefined);
   }
 
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
