@@ -82,6 +82,16 @@ export function conditionText(condition: ConditionResult): string {
  * One line per condition: mark (✓ passed, ✗ failed, ! its fact could not be
  * read, - skipped), position in the tree, the condition, and the actual value.
  */
+/** Under an odd number of `not`s a leaf that fails is what lets its rule match. */
+export function negated(condition: Pick<ConditionResult, 'group'>): boolean {
+  return condition.group.split('.').filter((segment) => segment === 'not').length % 2 === 1;
+}
+
+/** Whether the leaf counts for its rule: its own result, turned round by the `not`s above it. */
+export function passes(condition: Pick<ConditionResult, 'group' | 'result'>): boolean {
+  return condition.result !== negated(condition);
+}
+
 export function conditionLines(conditions: readonly ConditionResult[], paint: Colors, indent = '  '): string[] {
   const width = Math.max(0, ...conditions.map((c) => c.group.length));
   return conditions.map((condition) => {
@@ -89,8 +99,9 @@ export function conditionLines(conditions: readonly ConditionResult[], paint: Co
     const text = conditionText(condition);
     if (condition.skipped) return `${indent}${paint.dim('-')} ${where}  ${paint.dim(`${text}  (skipped: not needed to decide)`)}`;
     if (condition.error !== undefined) return `${indent}${paint.red('!')} ${where}  ${text}  ${paint.red(`(error: ${condition.error})`)}`;
-    const mark = condition.result ? paint.green('✓') : paint.red('✗');
-    return `${indent}${mark} ${where}  ${text}  ${paint.dim(`(actual: ${show(condition.factValue)})`)}`;
+    const mark = passes(condition) ? paint.green('✓') : paint.red('✗');
+    const negation = negated(condition) ? paint.dim(` → ${condition.result}, negated by not`) : '';
+    return `${indent}${mark} ${where}  ${text}  ${paint.dim(`(actual: ${show(condition.factValue)})`)}${negation}`;
   });
 }
 

@@ -14,6 +14,7 @@ import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import {
   actionLines, conditionLines, failedActions, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
+  passes,
 } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
 
@@ -155,11 +156,11 @@ export function summaryLine(result: RuleTestResult, event: EventEnvelope, paint:
   }
   const leaves = result.conditions.filter((c) => !c.skipped);
   if (!result.matched) {
-    const failed = leaves.filter((c) => !c.result).length;
+    const failed = leaves.filter((c) => !passes(c)).length;
     return paint.red(`✗ no match: ${subject}: ${failed} of ${plural(leaves.length, 'condition')} failed`);
   }
   const failures = failedActions(result.actions);
-  const passed = leaves.length === 0 ? 'no conditions' : `${plural(leaves.filter((c) => c.result).length, 'condition')} passed`;
+  const passed = leaves.length === 0 ? 'no conditions' : `${plural(leaves.filter((c) => passes(c)).length, 'condition')} passed`;
   const text = `${subject}: ${passed}, ${plural(sentRequests(result.actions), 'request')} would be sent`;
   if (failures > 0) return paint.yellow(`✓ match: ${text}, ${plural(failures, 'action')} would fail`);
   return paint.green(`✓ match: ${text}`);
