@@ -72,3 +72,37 @@ export function isEntryFile(moduleUrl: string, argv1: string | undefined = proce
   const entry = realPath(argv1);
   return entry !== undefined && entry === realPath(fileURLToPath(moduleUrl));
 }
+
+/** A command line read into options, or help asked for, or a usage error. */
+export type ParsedCommand<O> = { error: string } | { help: true } | { help: false; options: O };
+
+/**
+ * The part every rules command shares: a usage error prints the usage (exit 2),
+ * `--help` prints it (exit 0), and an error of `usageError`'s class thrown while
+ * running is a usage error too; anything else is the command's own exit code.
+ */
+export async function runCommand<O>(
+  name: string,
+  usage: string,
+  parsed: ParsedCommand<O>,
+  context: CliContext,
+  run: (options: O) => Promise<number>,
+  usageError: new (...args: never[]) => Error,
+): Promise<number> {
+  if ('error' in parsed) {
+    context.stderr(`${name}: ${parsed.error}`);
+    context.stderr(usage);
+    return 2;
+  }
+  if (parsed.help) {
+    context.stdout(usage);
+    return 0;
+  }
+  try {
+    return await run(parsed.options);
+  } catch (error) {
+    if (!(error instanceof usageError)) throw error;
+    context.stderr(`${name}: ${error.message}`);
+    return 2;
+  }
+}

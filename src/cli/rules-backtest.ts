@@ -19,7 +19,7 @@ import { BACKTEST_DEFAULT_LIMIT, BACKTEST_MAX_LIMIT, runBacktest, type BacktestF
 import { loadRulePath } from '../rules/rule-files.js';
 import { RuleStateEntity } from '../rules/rule-state.entity.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { colors, isEntryFile, plural, processContext, type CliContext, type Colors } from './cli-output.js';
+import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import { backtestSummaryLine, eventLines, instantOption, lookupsFromEnv, readCommandLine, ruleTable } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
 
@@ -236,23 +236,7 @@ async function run(options: BacktestOptions, context: CliContext): Promise<numbe
 
 /** Runs the command; returns the exit code. */
 export async function rulesBacktest(args: readonly string[], context: CliContext): Promise<number> {
-  const parsed = parseArgs(args, context.env);
-  if ('error' in parsed) {
-    context.stderr(`rules:backtest: ${parsed.error}`);
-    context.stderr(USAGE);
-    return 2;
-  }
-  if (parsed.help) {
-    context.stdout(USAGE);
-    return 0;
-  }
-  try {
-    return await run(parsed.options, context);
-  } catch (error) {
-    if (!(error instanceof CommandError)) throw error;
-    context.stderr(`rules:backtest: ${error.message}`);
-    return 2;
-  }
+  return runCommand('rules:backtest', USAGE, parseArgs(args, context.env), context, (options) => run(options, context), CommandError);
 }
 
 export async function main(): Promise<void> {

@@ -11,7 +11,7 @@ import { parseEnvelope, type EventEnvelope } from '../intake/envelope.js';
 import { testRule, type RuleTestResult } from '../processing/rule-tester.js';
 import { loadRulePath, type RuleFiles } from '../rules/rule-files.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { colors, isEntryFile, plural, processContext, type CliContext, type Colors } from './cli-output.js';
+import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import {
   actionLines, conditionLines, failedActions, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
   passes,
@@ -208,23 +208,7 @@ async function run(options: TestOptions, context: CliContext): Promise<number> {
 
 /** Runs the command; returns the exit code. */
 export async function rulesTest(args: readonly string[], context: CliContext): Promise<number> {
-  const parsed = parseArgs(args);
-  if ('error' in parsed) {
-    context.stderr(`rules:test: ${parsed.error}`);
-    context.stderr(USAGE);
-    return 2;
-  }
-  if (parsed.help) {
-    context.stdout(USAGE);
-    return 0;
-  }
-  try {
-    return await run(parsed.options, context);
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    context.stderr(`rules:test: ${error.message}`);
-    return 2;
-  }
+  return runCommand('rules:test', USAGE, parseArgs(args), context, (options) => run(options, context), UsageError);
 }
 
 export async function main(): Promise<void> {

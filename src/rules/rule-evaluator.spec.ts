@@ -2,25 +2,7 @@ import { EventFacts, type Lookups, type RuleEvent } from './facts.js';
 import { evaluateEvent, evaluateRule } from './rule-evaluator.js';
 import { RuleIndex } from './rule-index.js';
 import type { ConditionLeaf, LoadedRule, RuleDefinition, TopLevelCondition } from './rule.types.js';
-
-function aRule(overrides: Partial<RuleDefinition> = {}): LoadedRule {
-  const definition: RuleDefinition = {
-    id: 'rule-1',
-    on: 'task.completed',
-    actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Review' } }],
-    ...overrides,
-  };
-  const on = definition.on === undefined ? [] : [definition.on].flat();
-  return {
-    id: definition.id,
-    definition,
-    source: { kind: 'api' },
-    version: `v-${definition.id}`,
-    triggers: definition.schedule ? ['schedule.fired'] : on,
-    priority: definition.priority ?? 1,
-    enabled: definition.enabled ?? true,
-  };
-}
+import { aRule } from '../../test/support/rule-factory.js';
 
 function anEvent(task: Record<string, unknown> = {}, overrides: Partial<RuleEvent> = {}): RuleEvent {
   const defaults = { id: 'tsk_1', project_id: 'prj_1', title: 'Release 1.2', status: 'completed', assignee_id: 'usr_1' };
@@ -56,7 +38,7 @@ describe(evaluateRule.name, () => {
   describe('outcome', () => {
     it('matches every event it listens to when the rule has no conditions', async () => {
       const evaluation = await evaluateRule(aRule(), factsFor(anEvent()));
-      expect(evaluation).toEqual({ ruleId: 'rule-1', ruleVersion: 'v-rule-1', matched: true, conditions: [] });
+      expect(evaluation).toEqual({ ruleId: 'rule-1', ruleVersion: aRule().version, matched: true, conditions: [] });
     });
 
     it('records each condition of nested all/any/not with its place, fact value and result', async () => {

@@ -1,25 +1,7 @@
 import type { RuleEvent } from './facts.js';
 import { equalityConditionOf, RuleIndex, triggerMatches } from './rule-index.js';
 import type { LoadedRule, RuleDefinition } from './rule.types.js';
-
-function aRule(overrides: Partial<RuleDefinition> = {}): LoadedRule {
-  const definition: RuleDefinition = {
-    id: 'rule-1',
-    on: 'task.completed',
-    actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Review' } }],
-    ...overrides,
-  };
-  const on = definition.on === undefined ? [] : [definition.on].flat();
-  return {
-    id: definition.id,
-    definition,
-    source: { kind: 'api' },
-    version: `v-${definition.id}`,
-    triggers: definition.schedule ? ['schedule.fired'] : on,
-    priority: definition.priority ?? 1,
-    enabled: definition.enabled ?? true,
-  };
-}
+import { aRule } from '../../test/support/rule-factory.js';
 
 function anEvent(overrides: Partial<RuleEvent> = {}): RuleEvent {
   return { type: 'task.completed', data: { task: { id: 'tsk_1', project_id: 'prj_1', status: 'completed' } }, ...overrides };
