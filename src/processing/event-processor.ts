@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import { In, type EntityManager } from 'typeorm';
 import { ActionRunEntity } from '../actions/action-run.entity.js';
 import { newActionRun } from '../actions/action-runner.js';
 import { backoffDelayMs } from '../actions/retry-policy.js';
@@ -43,6 +43,11 @@ interface Match {
   throttleKey: string | null;
 }
 
+export interface KnownResources {
+  snapshots: Map<string, ResourceSnapshotEntity>;
+  provenance: Map<string, ResourceProvenanceEntity>;
+}
+
 export interface PreparedEvent {
   claim: ClaimedEvent;
   verdict: Verdict;
@@ -71,6 +76,20 @@ export class EventProcessor {
     private readonly metrics: Metrics,
   ) {}
 
+  /** The snapshots and provenance of the resources a batch is about, read in two queries for the whole batch. */
+  async knownResources(claims: ClaimedEvent[]): Promise<KnownResources> {
+    const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
+    if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
+    const [snapshots, provenance] = await Promise.all([
+      this.db.manager.findBy(ResourceSnapshotEntity, { resourceKey: In(keys) }),
+      this.db.manager.findBy(ResourceProvenanceEntity, { resourceKey: In(keys) }),
+    ]);
+    return {
+      snapshots: new Map(snapshots.map((s) => [s.resourceKey, s])),
+      provenance: new Map(provenance.map((p) => [p.resourceKey, p])),
+    };
+  }
+
   /** Evaluates and commits one event; returns the number of action runs created. */
   async process(claim: ClaimedEvent, leaseOwner: string): Promise<number> {
     return this.commitAll([await this.prepare(claim)], leaseOwner);
@@ -91,15 +110,12 @@ export class EventProcessor {
   }
 
   /** Everything about an event that needs no writing: lookups, loop check, rule evaluation. */
-  async prepare(claim: ClaimedEvent): Promise<PreparedEvent> {
+  async prepare(claim: ClaimedEvent, known?: KnownResources): Promise<PreparedEvent> {
     const envelope = safeJsonParse(claim.payload) as EventEnvelope;
     const resource = resourceOf(envelope, claim.resource_key);
-    const [previous, provenance] = claim.resource_key
-      ? await Promise.all([
-          this.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: claim.resource_key }),
-          this.db.manager.findOneBy(ResourceProvenanceEntity, { resourceKey: claim.resource_key }),
-        ])
-      : [null, null];
+    const { snapshots, provenance: provenances } = known ?? (await this.knownResources([claim]));
+    const previous = claim.resource_key ? snapshots.get(claim.resource_key) : undefined;
+    const provenance = (claim.resource_key && provenances.get(claim.resource_key)) || null;
     const position = chainPosition(provenance, this.clock.now());
     let verdict: Verdict;
     if (isLoopBlocked(position, this.config.maxChainDepth)) {

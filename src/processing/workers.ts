@@ -113,8 +113,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** Evaluates a claimed batch concurrently, then commits it in one transaction. */
   private async processBatch(claims: ClaimedEvent[]): Promise<void> {
     const prepared: PreparedEvent[] = [];
+    const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims));
     await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
-      const ready = await this.guard(`event ${claim.event_id}`, () => this.processor.prepare(claim), (error) =>
+      const ready = await this.guard(`event ${claim.event_id}`, () => this.processor.prepare(claim, known), (error) =>
         this.processor.recordCrash(claim, this.queue.owner, error),
       );
       if (ready) prepared.push(ready);
