@@ -107,6 +107,9 @@ describe.each(kinds)('SIGTERM during a burst on $name', (kind) => {
     let next = 0;
     const senders = Array.from({ length: 8 }, async () => {
       while (next < events.length) {
+        // While one sender arranges the signal, the others hold their deliveries for after it.
+        while (signalling && signalledAt === undefined) await new Promise((r) => setTimeout(r, 10));
+        if (next >= events.length) break;
         const event = events[next++];
         const delivery = await deliverAndRecord(url, event, signalledAt !== undefined);
         deliveries.push(delivery);
