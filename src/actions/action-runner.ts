@@ -29,6 +29,11 @@ import { ServiceClient } from './service-client.js';
 import type { ServiceRequest } from './service-operations.js';
 import { renderActionRequest, simulatedResponse, type RenderedRequest } from './request-renderer.js';
 
+interface LoadedExecution {
+  execution: ExecutionEntity;
+  rule: RuleSnapshot;
+}
+
 interface RunResult {
   status: Exclude<ActionRunStatus, 'pending' | 'running'>;
   request?: ServiceRequest;
@@ -62,8 +67,9 @@ export class ActionRunner {
   }
 
   async perform(claim: ClaimedActionRun, leaseOwner: string): Promise<ActionRunStatus> {
-    const result = await this.attempt(claim);
-    const committed = await this.db.write((manager) => this.record(manager, claim, leaseOwner, result));
+    const loaded = await this.load(claim);
+    const result = await this.attempt(claim, loaded);
+    const committed = await this.db.write((manager) => this.record(manager, claim, leaseOwner, result, loaded));
     return committed ? result.status : 'running';
   }
 
@@ -93,9 +99,13 @@ export class ActionRunner {
     });
   }
 
-  private async attempt(claim: ClaimedActionRun): Promise<RunResult> {
-    const execution = await this.executions.findOneByOrFail({ id: claim.execution_id });
-    const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
+  /** The run's execution and the rule as it was when it matched (it never changes afterwards). */
+  private async load(claim: ClaimedActionRun, manager?: EntityManager): Promise<LoadedExecution> {
+    const execution = await (manager ?? this.executions.manager).findOneByOrFail(ExecutionEntity, { id: claim.execution_id });
+    return { execution, rule: JSON.parse(execution.ruleSnapshot) as RuleSnapshot };
+  }
+
+  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution): Promise<RunResult> {
     const rendered = await this.requestFor(claim, rule);
     if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
     const request = rendered.request;
@@ -158,7 +168,13 @@ export class ActionRunner {
   }
 
   /** Commits the outcome; false when the lease was lost and someone else owns the run now. */
-  private async record(manager: EntityManager, claim: ClaimedActionRun, owner: string, result: RunResult): Promise<boolean> {
+  private async record(
+    manager: EntityManager,
+    claim: ClaimedActionRun,
+    owner: string,
+    result: RunResult,
+    loaded?: LoadedExecution,
+  ): Promise<boolean> {
     const now = this.clock.now().toISOString();
     const update = await manager.update(
       ActionRunEntity,
@@ -184,7 +200,7 @@ export class ActionRunner {
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
-    if (result.status !== 'retrying') await this.advance(manager, claim, result, now);
+    if (result.status !== 'retrying') await this.advance(manager, claim, result, now, loaded ?? (await this.load(claim, manager)));
     return true;
   }
 
@@ -200,9 +216,13 @@ export class ActionRunner {
   }
 
   /** After a run ends: start the next action of the execution, or close the execution. */
-  private async advance(manager: EntityManager, claim: ClaimedActionRun, result: RunResult, now: string): Promise<void> {
-    const execution = await manager.findOneByOrFail(ExecutionEntity, { id: claim.execution_id });
-    const rule = JSON.parse(execution.ruleSnapshot) as RuleSnapshot;
+  private async advance(
+    manager: EntityManager,
+    claim: ClaimedActionRun,
+    result: RunResult,
+    now: string,
+    { execution, rule }: LoadedExecution,
+  ): Promise<void> {
     const failed = result.status === 'failed';
     const goOn = !failed || rule.actions[claim.position].continueOnError === true;
     const next = claim.position + 1;
