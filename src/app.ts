@@ -8,7 +8,7 @@ import { type EngineConfig, secretsOf } from './config/config.js';
 import { IntakeService } from './intake/intake.service.js';
 import { JsonLogger, Redactor } from './observability/json-logger.js';
 import { Workers } from './processing/workers.js';
-import { setupOpenApi } from './admin/openapi.js';
+import { setupOpenApi } from './http/openapi.js';
 
 export interface AppOptions {
   clock?: Clock;

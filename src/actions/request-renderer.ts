@@ -6,7 +6,7 @@
 import type { ActionType, RuleAction } from '../rules/rule.types.js';
 import { ACTION_HANDLERS, ActionParamsError } from './action-types.js';
 import type { ServiceRequest } from './service-operations.js';
-import { compileParams, renderParams, TemplateError, type CompiledParams, type TemplateContext } from './template.js';
+import { compileParams, renderParams, TemplateError, type CompiledParams, type TemplateContext } from '../rules/template.js';
 
 export type RenderedRequest = { ok: true; request: ServiceRequest } | { ok: false; errorCode: string; errorMessage: string };
 

@@ -6,12 +6,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
-import { safeJsonParse } from '../intake/envelope.js';
+import { safeJsonParse } from '../json.js';
+import { ENGINE_VERSION } from '../version.js';
 import { DEFAULT_PAUSE_MS, RateBudget } from './rate-budget.js';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from './retry-policy.js';
 import type { ServiceRequest } from './service-operations.js';
 
-export const ENGINE_VERSION = '0.1.0';
 export const USER_AGENT = `automation-engine/${ENGINE_VERSION}`;
 
 export type ServiceOutcome =

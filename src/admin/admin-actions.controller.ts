@@ -1,9 +1,9 @@
 import { Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
-import { ActionRunner } from '../actions/action-runner.js';
+import { ActionRunner } from '../processing/action-runner.js';
 import { Workers } from '../processing/workers.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, ListQueries, Paged } from './openapi.js';
+import { AdminRoute, ListQueries, Paged } from '../http/openapi.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 import { actionRunView } from './views.js';

@@ -1,11 +1,11 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
-import { readBody } from '../intake/intake.controller.js';
+import { readBody } from '../http/body.js';
 import { IntakeService } from '../intake/intake.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, JsonBody, ListQueries, Paged } from './openapi.js';
+import { AdminRoute, JsonBody, ListQueries, Paged } from '../http/openapi.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 

@@ -2,10 +2,10 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { In, LessThan, Repository, type FindOptionsWhere } from 'typeorm';
-import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.entity.js';
+import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
 import { DomainError } from '../errors.js';
-import { EventEntity, type EventStatus } from '../intake/event.entity.js';
-import { ExecutionEntity, type ExecutionStatus } from '../processing/execution.entity.js';
+import { EventEntity, type EventStatus } from '../database/event.entity.js';
+import { ExecutionEntity, type ExecutionStatus } from '../database/execution.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';

@@ -6,9 +6,9 @@ import { ApiRulesService } from '../rules/api-rules.service.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, JsonBody, ListQueries, Paged } from './openapi.js';
+import { AdminRoute, JsonBody, ListQueries, Paged } from '../http/openapi.js';
 import { AdminRulesService } from './admin-rules.service.js';
-import { readJson } from './json-body.js';
+import { readJson } from '../http/json-body.js';
 import { decodeCursor, parseLimit, toPage } from './pagination.js';
 
 const isString = (v: unknown): v is string => typeof v === 'string';

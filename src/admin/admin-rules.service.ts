@@ -9,14 +9,15 @@ import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { DomainError } from '../errors.js';
 import { parseEnvelope, type EventEnvelope } from '../intake/envelope.js';
 import { runBacktest, BACKTEST_MAX_LIMIT, type BacktestFilter } from '../processing/backtest.js';
-import { ExecutionEntity } from '../processing/execution.entity.js';
-import { testRule } from '../processing/rule-tester.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
+import { testRule } from '../processing/dry-run.js';
 import { assertValidRule, problemDetails } from '../rules/api-rules.service.js';
 import { loadRuleFiles, toLoadedRule } from '../rules/rule-files.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import { validateRule } from '../rules/rule-validation.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { invalid, isObject, type FieldProblem } from './json-body.js';
+import { invalid, type FieldProblem } from '../http/json-body.js';
+import { isObject } from '../json.js';
 
 interface RuleCounts {
   matched: number;

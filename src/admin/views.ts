@@ -1,8 +1,8 @@
 /** How stored rows are shown by the admin API (snake_case, JSON columns parsed). */
-import type { ActionRunEntity } from '../actions/action-run.entity.js';
-import type { EventEntity } from '../intake/event.entity.js';
-import { safeJsonParse } from '../intake/envelope.js';
-import type { ExecutionEntity } from '../processing/execution.entity.js';
+import type { ActionRunEntity } from '../database/action-run.entity.js';
+import type { EventEntity } from '../database/event.entity.js';
+import { safeJsonParse } from '../json.js';
+import type { ExecutionEntity } from '../database/execution.entity.js';
 
 export function parsed(text: string | null): unknown {
   if (text === null) return null;

@@ -16,7 +16,7 @@ import type { ServiceRequest } from '../actions/service-operations.js';
 import { systemClock } from '../clock.js';
 import { loadConfig } from '../config/config.js';
 import type { BacktestEventReport, BacktestReport } from '../processing/backtest.js';
-import type { ActionPreview } from '../processing/rule-tester.js';
+import type { ActionPreview } from '../processing/dry-run.js';
 import type { Lookups } from '../rules/facts.js';
 import type { ConditionResult } from '../rules/rule-evaluator.js';
 import type { LoadedRule } from '../rules/rule.types.js';

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../database/data-source.js';
-import { EventEntity, type EventStatus } from '../intake/event.entity.js';
-import { ExecutionEntity } from '../processing/execution.entity.js';
+import { EventEntity, type EventStatus } from '../database/event.entity.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
 import { toLoadedRule } from '../rules/rule-files.js';
-import { RuleStateEntity } from '../rules/rule-state.entity.js';
+import { RuleStateEntity } from '../database/rule-state.entity.js';
 import type { CliContext } from './cli-output.js';
 import { displayUrl, enabledRules, parseArgs, rulesBacktest, USAGE } from './rules-backtest.js';
 

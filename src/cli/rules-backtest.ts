@@ -17,7 +17,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../database/data-source.js';
 import { BACKTEST_DEFAULT_LIMIT, BACKTEST_MAX_LIMIT, runBacktest, type BacktestFilter, type BacktestReport } from '../processing/backtest.js';
 import { loadRulePath } from '../rules/rule-files.js';
-import { RuleStateEntity } from '../rules/rule-state.entity.js';
+import { RuleStateEntity } from '../database/rule-state.entity.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import { backtestSummaryLine, eventLines, instantOption, lookupsFromEnv, readCommandLine, ruleTable } from './cli-report.js';

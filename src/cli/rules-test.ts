@@ -8,7 +8,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { parseEnvelope, type EventEnvelope } from '../intake/envelope.js';
-import { testRule, type RuleTestResult } from '../processing/rule-tester.js';
+import { testRule, type RuleTestResult } from '../processing/dry-run.js';
 import { loadRulePath, type RuleFiles } from '../rules/rule-files.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';

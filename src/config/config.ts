@@ -3,10 +3,12 @@
  * (SPEC section 2). A bad value stops start-up with a message naming the variable;
  * the message never repeats a secret's value.
  */
-import type { SignatureScheme } from '../intake/signature.js';
 
 export type ServicePlan = 'pro' | 'enterprise';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+/** How the service signs webhooks (SPEC section 4). */
+export type SignatureScheme = 'hmac-sha256' | 'timestamped';
 
 export interface EngineConfig {
   port: number;

@@ -6,16 +6,16 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
-import { ActionRunEntity } from '../actions/action-run.entity.js';
-import { EventEntity } from '../intake/event.entity.js';
-import { ExecutionEntity } from '../processing/execution.entity.js';
-import { ResourceSnapshotEntity } from '../processing/resource-snapshot.entity.js';
-import { RuleStateEntity } from '../rules/rule-state.entity.js';
+import { ActionRunEntity } from './action-run.entity.js';
+import { EventEntity } from './event.entity.js';
+import { ExecutionEntity } from './execution.entity.js';
+import { ResourceSnapshotEntity } from './resource-snapshot.entity.js';
+import { RuleStateEntity } from './rule-state.entity.js';
 import { InitialSchema1764000000000 } from './migrations/1764000000000-initial-schema.js';
 import { ApiRules1764100000000 } from './migrations/1764100000000-api-rules.js';
-import { ApiRuleEntity } from '../rules/api-rule.entity.js';
+import { ApiRuleEntity } from './api-rule.entity.js';
 import { LoopsAndThrottles1764200000000 } from './migrations/1764200000000-loops-and-throttles.js';
-import { ResourceProvenanceEntity } from '../processing/resource-provenance.entity.js';
+import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
 import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-indexes.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];

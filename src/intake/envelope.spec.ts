@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { MAX_NESTING, nestingDepth, parseEnvelope, resourceKeyOf, safeJsonParse } from './envelope.js';
+import { MAX_NESTING, nestingDepth, parseEnvelope, resourceKeyOf } from './envelope.js';
+import { safeJsonParse } from '../json.js';
 
 function anEvent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {

@@ -3,7 +3,7 @@
  * `__proto__` or `constructor.prototype` keys reach any object's prototype.
  */
 import { createHash } from 'node:crypto';
-import secureJson from 'secure-json-parse';
+import { isObject, safeJsonParse } from '../json.js';
 
 export interface EventEnvelope {
   id: string;
@@ -23,14 +23,6 @@ export const MAX_NESTING = 64;
 const MAX_TYPE = 200;
 /** The kinds of resource an event can be about, in the order they are looked for. */
 const RESOURCE_KINDS = ['task', 'project', 'user', 'workflow_run', 'workflow'];
-
-export function safeJsonParse(text: string): unknown {
-  return secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' });
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function resourceKeyOf(data: Record<string, unknown>): string | null {
   for (const kind of RESOURCE_KINDS) {

@@ -9,7 +9,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
-import type { EventSource } from './event.entity.js';
+import type { EventSource } from '../database/event.entity.js';
 
 export interface NewEvent {
   eventId: string;

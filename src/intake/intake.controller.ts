@@ -1,10 +1,9 @@
 import { Controller, Headers, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import { ApiBody, ApiHeader, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { errorResponse } from '../admin/openapi.js';
+import { readBody } from '../http/body.js';
+import { errorResponse } from '../http/openapi.js';
 import type { Request, Response } from 'express';
-import getRawBody from 'raw-body';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
-import { DomainError } from '../errors.js';
 import { IntakeService } from './intake.service.js';
 
 @ApiTags('webhooks')
@@ -36,18 +35,5 @@ export class IntakeController {
     const result = await this.intake.receiveWebhook(rawBody, signature);
     if (result.status === 'duplicate') res.status(200);
     return result;
-  }
-}
-
-/** Reads the body as raw bytes, refusing it as soon as it is known to exceed the limit. */
-export async function readBody(req: Request, limit: number): Promise<Buffer> {
-  try {
-    return await getRawBody(req, { limit, length: req.headers['content-length'] });
-  } catch (error) {
-    const type = (error as { type?: string }).type;
-    if (type === 'entity.too.large') {
-      throw new DomainError('payload_too_large', `body is larger than ${limit} bytes (WEBHOOK_MAX_BYTES)`);
-    }
-    throw new DomainError('bad_request', `could not read the request body: ${(error as Error).message}`);
   }
 }

@@ -5,7 +5,9 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-export type SignatureScheme = 'hmac-sha256' | 'timestamped';
+import type { SignatureScheme } from '../config/config.js';
+
+export type { SignatureScheme };
 
 export type SignatureCheck =
   | { ok: true }

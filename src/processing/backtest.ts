@@ -6,13 +6,14 @@
  * service's data of today, which the report says.
  */
 import { In, MoreThanOrEqual, LessThanOrEqual, Not, type EntityManager, type FindOptionsWhere, And } from 'typeorm';
-import { EventEntity } from '../intake/event.entity.js';
-import { safeJsonParse, type EventEnvelope } from '../intake/envelope.js';
+import { EventEntity } from '../database/event.entity.js';
+import { type EventEnvelope } from '../intake/envelope.js';
+import { safeJsonParse } from '../json.js';
 import { computeChanges, EventFacts, type Lookups } from '../rules/facts.js';
 import { RuleIndex } from '../rules/rule-index.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { ExecutionEntity } from './execution.entity.js';
-import { testRule, type ActionPreview } from './rule-tester.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
+import { testRule, type ActionPreview } from './dry-run.js';
 
 export interface BacktestFilter {
   type?: string;

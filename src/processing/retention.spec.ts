@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { In } from 'typeorm';
-import { ActionRunEntity, type ActionRunStatus } from '../actions/action-run.entity.js';
+import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
 import type { EngineConfig } from '../config/config.js';
 import type { Database } from '../database/database.service.js';
-import { EventEntity, type EventStatus } from '../intake/event.entity.js';
+import { EventEntity, type EventStatus } from '../database/event.entity.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase } from '../../test/support/storage.js';
-import { ExecutionEntity } from './execution.entity.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
-import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
-import { ResourceSnapshotEntity } from './resource-snapshot.entity.js';
+import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
+import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 import { PRUNE_BATCH, Retention } from './retention.js';
 
 const kinds = await databasesUnderTest('retention');

@@ -8,16 +8,16 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Cron, CronExpression } from '@nestjs/schedule';
 import { In, LessThan } from 'typeorm';
 import { setImmediate as yieldToIntake } from 'node:timers/promises';
-import { ActionRunEntity } from '../actions/action-run.entity.js';
+import { ActionRunEntity } from '../database/action-run.entity.js';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
-import { EventEntity } from '../intake/event.entity.js';
-import { ExecutionEntity } from './execution.entity.js';
+import { EventEntity } from '../database/event.entity.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
-import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
-import { ResourceSnapshotEntity } from './resource-snapshot.entity.js';
+import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
+import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 
 export const PRUNE_BATCH = 500;
 

@@ -6,12 +6,12 @@
  * concurrent events and replicas cannot both slip under the limit.
  */
 import { MoreThan, Not, type EntityManager } from 'typeorm';
-import { renderString } from '../actions/template.js';
+import { renderString } from '../rules/template.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { nowFact } from '../rules/facts.js';
 import type { LoadedRule, ThrottleOptions } from '../rules/rule.types.js';
-import { ExecutionEntity } from './execution.entity.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
 
 /** The rendered throttle key of a rule for an event (the rule id alone when it has no key template). */
 export function throttleKey(rule: LoadedRule, event: EventEnvelope, now: Date): string | null {

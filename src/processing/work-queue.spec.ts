@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { ActionRunEntity } from '../actions/action-run.entity.js';
+import { ActionRunEntity } from '../database/action-run.entity.js';
 import type { Database } from '../database/database.service.js';
-import { EventEntity } from '../intake/event.entity.js';
+import { EventEntity } from '../database/event.entity.js';
 import { EventWriter, type NewEvent } from '../intake/event-writer.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase } from '../../test/support/storage.js';

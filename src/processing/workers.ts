@@ -12,7 +12,7 @@
  * written, the item's lease runs out and it is taken again.
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { ActionRunner } from '../actions/action-runner.js';
+import { ActionRunner } from './action-runner.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor, type PreparedEvent } from './event-processor.js';

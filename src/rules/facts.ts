@@ -16,7 +16,8 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { Almanac, Fact, type PathResolver } from 'json-rules-engine';
-import { renderString } from '../actions/template.js';
+import { isObject } from '../json.js';
+import { renderString } from './template.js';
 
 /** The service lookups, the boundary to the remote service. */
 export interface Lookups {
@@ -97,10 +98,6 @@ export function nowFact(at: Date, timeZone = 'UTC'): NowFact {
 
 // ---- changes -------------------------------------------------------------
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * The `changes` fact: what the service sent in `data.changes` when it is an
  * object, else the shallow difference between the resource's previous
@@ -108,9 +105,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * going from null to absent is no change. No previous snapshot: `{}`.
  */
 export function computeChanges(current: object | undefined, previous: object | undefined, sent?: unknown): Changes {
-  if (isRecord(sent)) return sent as Changes;
-  if (!isRecord(previous)) return {};
-  const now: Record<string, unknown> = isRecord(current) ? current : {};
+  if (isObject(sent)) return sent as Changes;
+  if (!isObject(previous)) return {};
+  const now: Record<string, unknown> = isObject(current) ? current : {};
   const entries: Array<[string, { from: unknown; to: unknown }]> = [];
   for (const field of new Set([...Object.keys(previous), ...Object.keys(now)])) {
     const from = Object.hasOwn(previous, field) ? previous[field] ?? null : null;
@@ -189,7 +186,7 @@ export class EventFacts {
     readonly event: RuleEvent,
     private readonly options: EventFactsOptions,
   ) {
-    const data = isRecord(event.data) ? event.data : undefined;
+    const data = isObject(event.data) ? event.data : undefined;
     this.changes = options.changes ?? computeChanges(undefined, undefined, data?.changes);
   }
 

@@ -14,11 +14,11 @@ import { Interval } from '@nestjs/schedule';
 import { Mutex } from 'async-mutex';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
-import { safeJsonParse } from '../intake/envelope.js';
-import { ApiRuleEntity } from './api-rule.entity.js';
+import { safeJsonParse } from '../json.js';
+import { ApiRuleEntity } from '../database/api-rule.entity.js';
 import { loadRuleFiles, toLoadedRule } from './rule-files.js';
 import { RuleIndex } from './rule-index.js';
-import { RuleStateEntity } from './rule-state.entity.js';
+import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
 
 export interface ReloadReport {

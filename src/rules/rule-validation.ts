@@ -7,7 +7,7 @@
  */
 import { CronTime } from 'cron';
 import { Liquid } from 'liquidjs';
-import { compileParams, TemplateError } from '../actions/template.js';
+import { compileParams, TemplateError } from './template.js';
 import { jsonPath, ruleSchemaProblems } from './rule-schema.js';
 import type { Condition, RuleDefinition, RuleProblem } from './rule.types.js';
 

@@ -3,11 +3,12 @@
  * /v1 on purpose: no key, no rate limit, no faults, and not in the request log,
  * so looking at the simulator never changes what it reports.
  */
+import { isObject } from '../json.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SimulatorCore } from './simulator.core.js';
 import { parseFaultSettings } from './simulator.faults.js';
 import {
-  SimError, answerFromError, errorAnswer, isJsonObject, parseJsonBody, readBody, send, type Answer,
+  SimError, answerFromError, errorAnswer, parseJsonBody, readBody, send, type Answer,
 } from './simulator.http.js';
 
 const ok = (body: unknown, status = 200): Answer => ({ status, body });
@@ -16,7 +17,7 @@ async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   const parsed = parseJsonBody(await readBody(req));
   if (!parsed.ok) throw new SimError(400, 'invalid_json', `body is not valid JSON: ${parsed.message}`);
   if (parsed.value === undefined) return {};
-  if (!isJsonObject(parsed.value)) throw new SimError(400, 'validation_failed', 'body must be a JSON object');
+  if (!isObject(parsed.value)) throw new SimError(400, 'validation_failed', 'body must be a JSON object');
   return parsed.value;
 }
 
@@ -39,7 +40,7 @@ async function emitFromBody(core: SimulatorCore, req: IncomingMessage): Promise<
   if (typeof body.type !== 'string' || body.type === '') {
     throw new SimError(400, 'validation_failed', 'type is required and must be a non-empty string');
   }
-  if (body.data !== undefined && !isJsonObject(body.data)) {
+  if (body.data !== undefined && !isObject(body.data)) {
     throw new SimError(400, 'validation_failed', 'data must be a JSON object');
   }
   return ok(core.emit(body.type, (body.data as Record<string, unknown> | undefined) ?? {}), 202);

@@ -3,7 +3,8 @@
  * engine's retry, backoff and budget logic observable in tests. Scripted answers
  * are a queue: each /v1 request takes the first entry that matches it.
  */
-import { SimError, isJsonObject } from './simulator.http.js';
+import { isObject } from '../json.js';
+import { SimError } from './simulator.http.js';
 
 export interface ScriptEntry {
   /** Status to answer with; absent means "delay, then answer normally". */
@@ -61,7 +62,7 @@ function str(value: unknown, field: string): string | undefined {
 }
 
 function parseEntry(raw: unknown, at: string): ScriptEntry {
-  if (!isJsonObject(raw)) invalid(`${at} must be an object`);
+  if (!isObject(raw)) invalid(`${at} must be an object`);
   const entry: ScriptEntry = {
     status: num(raw.status, `${at}.status`, 200, 599),
     count: num(raw.count, `${at}.count`, 1, 1_000_000) ?? 1,
@@ -90,7 +91,7 @@ function normalisePrefix(prefix: string | undefined): string | undefined {
 
 /** Validates a body of `POST /_sim/faults` (or an argument of `setFaults`). */
 export function parseFaultSettings(raw: unknown): FaultSettings {
-  if (!isJsonObject(raw)) invalid('faults must be a JSON object');
+  if (!isObject(raw)) invalid('faults must be a JSON object');
   const settings: FaultSettings = {};
   const errorRate = num(raw.errorRate, 'errorRate', 0, 1, false);
   const latencyMs = num(raw.latencyMs, 'latencyMs', 0, 600_000);

@@ -90,6 +90,3 @@ export function send(res: ServerResponse, answer: Answer, extraHeaders: Headers 
   res.end(text);
 }
 
-export function isJsonObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}

@@ -4,7 +4,8 @@
  * and throw `SimError` otherwise, so a rejected request never has a side effect.
  * They return the events to send; the caller sends them after answering.
  */
-import { SimError, isJsonObject } from './simulator.http.js';
+import { isObject } from '../json.js';
+import { SimError } from './simulator.http.js';
 import type { SimulatorState, Task, WorkflowRun } from './simulator.state.js';
 
 export interface RouteContext {
@@ -40,7 +41,7 @@ const EMAIL = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
 
 function objectBody(body: unknown): Record<string, unknown> {
   if (body === undefined) return {};
-  if (!isJsonObject(body)) throw new SimError(400, 'validation_failed', 'body must be a JSON object');
+  if (!isObject(body)) throw new SimError(400, 'validation_failed', 'body must be a JSON object');
   return body;
 }
 

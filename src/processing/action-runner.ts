@@ -13,21 +13,21 @@ import { createHash } from 'node:crypto';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { DomainError } from '../errors.js';
-import { EventEntity } from '../intake/event.entity.js';
-import { safeJsonParse } from '../intake/envelope.js';
-import { ExecutionEntity } from '../processing/execution.entity.js';
-import type { RuleSnapshot } from '../processing/rule-snapshot.js';
-import type { ClaimedActionRun } from '../processing/work-queue.js';
+import { EventEntity } from '../database/event.entity.js';
+import { parseStoredJson, safeJsonParse } from '../json.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
+import type { RuleSnapshot } from './rule-snapshot.js';
+import type { ClaimedActionRun } from './work-queue.js';
 import { nowFact } from '../rules/facts.js';
-import { ActionRunEntity, type ActionRunStatus } from './action-run.entity.js';
-import { touchedResource } from './action-types.js';
+import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
+import { touchedResource } from '../actions/action-types.js';
 import { Metrics } from '../observability/metrics.js';
-import { ResourceProvenanceEntity } from '../processing/resource-provenance.entity.js';
+import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
 import type { ActionType } from '../rules/rule.types.js';
-import { decideAfterFailure } from './retry-policy.js';
-import { ServiceClient } from './service-client.js';
-import type { ServiceRequest } from './service-operations.js';
-import { renderActionRequest, simulatedResponse, type RenderedRequest } from './request-renderer.js';
+import { decideAfterFailure } from '../actions/retry-policy.js';
+import { ServiceClient } from '../actions/service-client.js';
+import type { ServiceRequest } from '../actions/service-operations.js';
+import { renderActionRequest, simulatedResponse, type RenderedRequest } from '../actions/request-renderer.js';
 
 interface LoadedExecution {
   execution: ExecutionEntity;
@@ -157,7 +157,7 @@ export class ActionRunner {
     });
     const actions: Record<string, { response: unknown }> = {};
     for (const run of earlier) {
-      if (run.actionId && run.position < claim.position) actions[run.actionId] = { response: parseJson(run.response) };
+      if (run.actionId && run.position < claim.position) actions[run.actionId] = { response: parseStoredJson(run.response) };
     }
     return {
       event: safeJsonParse(event.payload),
@@ -278,11 +278,3 @@ export function newActionRun(
   };
 }
 
-function parseJson(text: string | null): unknown {
-  if (text === null) return null;
-  try {
-    return safeJsonParse(text);
-  } catch {
-    return text;
-  }
-}

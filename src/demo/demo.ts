@@ -17,7 +17,7 @@ import { createApp, stopApp } from '../app.js';
 import { loadConfig, secretsOf, type EngineConfig } from '../config/config.js';
 import { JsonLogger, Redactor } from '../observability/json-logger.js';
 import { startSimulator, type Simulator } from '../simulator/simulator.js';
-import { colors, isEntryFile, plural, processContext, type CliContext } from './cli-output.js';
+import { colors, isEntryFile, plural, processContext, type CliContext } from '../cli/cli-output.js';
 import { renderStep } from './demo-report.js';
 import { playStep, STORY, type DemoWorld } from './demo-story.js';
 

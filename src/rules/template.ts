@@ -16,6 +16,7 @@
  */
 import { Liquid, Output, TokenKind, UndefinedVariableError } from 'liquidjs';
 import type { LiquidOptions, Template } from 'liquidjs';
+import { isObject } from '../json.js';
 
 export interface TemplateContext {
   event: unknown;
@@ -113,12 +114,6 @@ function compileString(source: string, path: string, keepType: boolean): Compile
   return { kind: 'text', path, templates };
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
-
 function childPath(path: string, key: string): string {
   return /^[A-Za-z_$][\w$-]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
 }
@@ -129,7 +124,7 @@ function compileNode(value: unknown, path: string): CompiledNode {
     const items = value.map((item, index) => compileNode(item, `${path}[${index}]`));
     return items.every((item) => item.kind === 'literal') ? { kind: 'literal', value } : { kind: 'array', items };
   }
-  if (isPlainObject(value)) {
+  if (isObject(value)) {
     const entries = Object.entries(value).map(([key, item]): [string, CompiledNode] => [key, compileNode(item, childPath(path, key))]);
     return entries.every(([, item]) => item.kind === 'literal') ? { kind: 'literal', value } : { kind: 'object', entries };
   }

@@ -14,7 +14,7 @@ import {
   SwaggerModule,
   type OpenAPIObject,
 } from '@nestjs/swagger';
-import { ENGINE_VERSION } from '../actions/service-client.js';
+import { ENGINE_VERSION } from '../version.js';
 
 type Schema = Record<string, unknown>;
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });

@@ -6,13 +6,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
-import type { Paint } from './cli-output.js';
+import type { Paint } from '../cli/cli-output.js';
 import type { EndToEndFigures } from './bench-e2e.js';
 import { describeLayout } from './bench-engine.js';
 import type { IntakeFigures } from './bench-intake.js';
 import type { LatencySummary } from './bench-load.js';
 import type { BenchOptions } from './bench-options.js';
-import type { MatchingBenchmark } from '../rules/rule-matching.bench-support.js';
+import type { MatchingBenchmark } from './bench-matching.js';
 
 export interface BenchResults {
   generatedAt: string;

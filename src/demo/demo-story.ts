@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { SignatureScheme } from '../intake/signature.js';
 import type { Simulator, WebhookLogEntry } from '../simulator/simulator.js';
 import type { AdminEvent, StepRecord, Trigger } from './demo-report.js';
-import { postSignedEvent, readEventFile } from './send-event.js';
+import { postSignedEvent, readEventFile } from '../cli/send-event.js';
 
 export interface DemoWorld {
   sim: Simulator;

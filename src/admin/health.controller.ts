@@ -1,6 +1,6 @@
 import { Controller, Get } from '@nestjs/common';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { errorResponse } from '../admin/openapi.js';
+import { errorResponse } from '../http/openapi.js';
 import { DataSource } from 'typeorm';
 import { DomainError } from '../errors.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';

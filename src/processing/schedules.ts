@@ -12,10 +12,10 @@ import { CronJob, CronTime } from 'cron';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { CLOCK, type Clock } from '../clock.js';
-import { RuleStateEntity } from '../rules/rule-state.entity.js';
+import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { EventWriter } from './event-writer.js';
+import { EventWriter } from '../intake/event-writer.js';
 
 const JOB_PREFIX = 'rule:';
 

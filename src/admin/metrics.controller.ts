@@ -3,7 +3,7 @@ import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger
 import { ServiceClient } from '../actions/service-client.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
-import { Metrics } from './metrics.js';
+import { Metrics } from '../observability/metrics.js';
 
 @ApiTags('health')
 @Controller('metrics')

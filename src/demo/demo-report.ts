@@ -6,7 +6,7 @@
  * to test and to reuse.
  */
 import type { WebhookLogEntry } from '../simulator/simulator.js';
-import type { Colors } from './cli-output.js';
+import type { Colors } from '../cli/cli-output.js';
 
 /** The parts of the admin API's event view the demo reads. */
 export interface AdminCondition {

@@ -1,5 +1,5 @@
 import type { WebhookLogEntry } from '../simulator/simulator.js';
-import { colors, type CliContext } from './cli-output.js';
+import { colors, type CliContext } from '../cli/cli-output.js';
 import {
   conditionText, eventOutcome, failingConditions, renderStep, type AdminCondition, type AdminEvent, type StepRecord,
 } from './demo-report.js';

@@ -1,8 +1,8 @@
 /** Admin request bodies: read with the size limit first, parsed safely, errors in the engine's shape. */
 import type { Request } from 'express';
 import { DomainError } from '../errors.js';
-import { safeJsonParse } from '../intake/envelope.js';
-import { readBody } from '../intake/intake.controller.js';
+import { safeJsonParse } from '../json.js';
+import { readBody } from './body.js';
 
 export async function readJson(req: Request, limit: number, { optional = false } = {}): Promise<unknown> {
   const raw = await readBody(req, limit);
@@ -15,10 +15,6 @@ export async function readJson(req: Request, limit: number, { optional = false }
   } catch (error) {
     throw new DomainError('invalid_json', `body is not valid JSON: ${(error as Error).message}`);
   }
-}
-
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** One entry per bad field, as every admin 400 answers them. */

@@ -4,7 +4,7 @@
  */
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Response } from 'express';
-import { DomainError, errorBody } from './errors.js';
+import { DomainError, errorBody } from '../errors.js';
 
 const HTTP_CODES: Record<number, string> = {
   400: 'bad_request',
