@@ -5,6 +5,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { ActionRunner } from './processing/action-runner.js';
 import { ServiceClient } from './actions/service-client.js';
 import { AdminActionsController } from './admin/admin-actions.controller.js';
+import { AdminActionsService } from './admin/admin-actions.service.js';
 import { AdminEventsController } from './admin/admin-events.controller.js';
 import { AdminExecutionsController } from './admin/admin-executions.controller.js';
 import { AdminRulesController } from './admin/admin-rules.controller.js';
@@ -25,13 +26,15 @@ import { HealthController } from './admin/health.controller.js';
 import { MetricsController } from './admin/metrics.controller.js';
 import { Metrics } from './observability/metrics.js';
 import { EventProcessor } from './processing/event-processor.js';
+import { ExecutionProgress } from './processing/execution-progress.js';
+import { RunRequests } from './processing/run-request.js';
 import { WorkQueue } from './processing/work-queue.js';
 import { Workers } from './processing/workers.js';
 import { Retention } from './processing/retention.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
 import { RuleWatcher } from './rules/rule-watcher.js';
 
-/** Composition only: intake → rules → actions, with storage under all three. */
+/** Composition only: intake stores events; processing moves them through rules and actions; storage under all. */
 @Module({})
 export class AppModule {
   static forConfig(config: EngineConfig, clock: Clock = systemClock): DynamicModule {
@@ -60,23 +63,26 @@ export class AppModule {
         // intake
         EventWriter,
         IntakeService,
-        Schedules,
         // rules
         RuleRegistry,
         ApiRulesService,
         RuleWatcher,
         // actions
         ServiceClient,
-        ActionRunner,
         // processing
         WorkQueue,
         EventProcessor,
+        RunRequests,
+        ExecutionProgress,
+        ActionRunner,
         Workers,
+        Schedules,
         Retention,
         // admin
         AdminGuard,
         AdminQueryService,
         AdminRulesService,
+        AdminActionsService,
       ],
     };
   }

@@ -3,8 +3,8 @@
  * shaped by the action type's handler. Shared by the action runner and by every
  * dry run (rule tests, backtests), so what a test shows is what would be sent.
  */
-import type { ActionType, RuleAction } from '../rules/rule.types.js';
-import { ACTION_HANDLERS, ActionParamsError } from './action-types.js';
+import type { RuleAction } from '../rules/rule.types.js';
+import { ActionParamsError, handlerFor } from './action-types.js';
 import type { ServiceRequest } from './service-operations.js';
 import { compileParams, renderParams, TemplateError, type CompiledParams, type TemplateContext } from '../rules/template.js';
 
@@ -25,7 +25,7 @@ export function renderActionRequest(action: RuleAction, context: TemplateContext
       }
     }
     const params = (renderParams(compiled, context) ?? {}) as Record<string, unknown>;
-    return { ok: true, request: ACTION_HANDLERS[action.type as ActionType].toRequest(params) };
+    return { ok: true, request: handlerFor(action.type).toRequest(params) };
   } catch (error) {
     if (error instanceof TemplateError || error instanceof ActionParamsError) {
       return { ok: false, errorCode: error.code, errorMessage: error.message };

@@ -1,9 +1,8 @@
 import { Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
-import { ActionRunner } from '../processing/action-runner.js';
-import { Workers } from '../processing/workers.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
 import { AdminRoute, ListQueries, Paged } from '../http/openapi.js';
+import { AdminActionsService } from './admin-actions.service.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 import { actionRunView } from './views.js';
@@ -14,8 +13,7 @@ import { actionRunView } from './views.js';
 export class AdminActionsController {
   constructor(
     private readonly queries: AdminQueryService,
-    private readonly runner: ActionRunner,
-    private readonly workers: Workers,
+    private readonly actions: AdminActionsService,
   ) {}
 
   @Get()
@@ -29,8 +27,6 @@ export class AdminActionsController {
   @HttpCode(200)
   @AdminRoute('Retry a failed action run; its execution resumes from it', 200, 'ActionRun', [404, 'no such action run'], [409, 'the run has not failed (not_retryable)'])
   async retry(@Param('id') id: string) {
-    const run = await this.runner.retryFailed(id);
-    this.workers.nudgeActions();
-    return actionRunView(run);
+    return actionRunView(await this.actions.retryFailed(id));
   }
 }

@@ -1,4 +1,4 @@
-import { ACTION_TYPES } from '../rules/rule.types.js';
+import { ACTION_TYPES } from '../actions/action-types.js';
 import type { CliContext } from './cli-output.js';
 import { parseArgs, rulesValidate, USAGE } from './rules-validate.js';
 

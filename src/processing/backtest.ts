@@ -10,10 +10,11 @@ import { EventEntity } from '../database/event.entity.js';
 import { type EventEnvelope } from '../intake/envelope.js';
 import { safeJsonParse } from '../json.js';
 import { computeChanges, EventFacts, type Lookups } from '../rules/facts.js';
+import { evaluateEvent } from '../rules/rule-evaluator.js';
 import { RuleIndex } from '../rules/rule-index.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
-import { testRule, type ActionPreview } from './dry-run.js';
+import { previewActions, type ActionPreview } from './dry-run.js';
 
 export interface BacktestFilter {
   type?: string;
@@ -28,6 +29,8 @@ export interface BacktestEventReport {
   matched_then: Array<{ rule: string; rule_version: string; status: string }>;
   differences: { newly_matched: string[]; no_longer_matched: string[] };
   errors?: Array<{ rule: string; error: string }>;
+  /** Rules the live engine would not evaluate for this event, and why (as its explanation says). */
+  ignored?: Array<{ rule: string; reason: 'self_caused' | 'loop_blocked' }>;
 }
 
 export interface BacktestReport {
@@ -63,15 +66,9 @@ export async function runBacktest(
     const envelope = safeJsonParse(stored.payload) as EventEnvelope;
     const changes = changesFor(envelope, stored.resourceKey, snapshots);
     const facts = new EventFacts(envelope, { now: deps.now, lookups: deps.lookups(), changes });
-    const wouldMatch: BacktestEventReport['would_match'] = [];
-    const errors: Array<{ rule: string; error: string }> = [];
-    for (const rule of index.candidates(envelope).evaluate) {
-      const result = await testRule(rule, envelope, { lookups: deps.lookups(), now: deps.now, changes }, facts);
-      if (result.error) errors.push({ rule: rule.id, error: result.error });
-      if (result.matched) wouldMatch.push({ rule: rule.id, actions: result.actions });
-    }
+    const outcome = await replay(index, stored, envelope, facts, deps.now);
     const then = executions.filter((x) => x.eventSeq === stored.seq);
-    reports.push(eventReport(stored, wouldMatch, then, errors, considered));
+    reports.push(eventReport(stored, outcome, then, considered));
   }
   return { events: reports, summary: summarise(reports), notes: NOTES };
 }
@@ -81,7 +78,34 @@ const NOTES = [
   'Lookups (project, user, tasks) answered with the service as it is now, not as it was when the event arrived.',
   'Differences compare only the rules backtested; matched_then lists every rule that matched then.',
   'The changes fact compares each resource with its previous version among the events backtested.',
+  'Loop protection as recorded: a self-caused event is ignored by rules without allowSelfTriggered, a loop-blocked one by every rule.',
 ];
+
+interface ReplayOutcome {
+  wouldMatch: BacktestEventReport['would_match'];
+  errors: Array<{ rule: string; error: string }>;
+  ignored: NonNullable<BacktestEventReport['ignored']>;
+}
+
+/**
+ * What the live engine would do with the event now: the same evaluation, with
+ * the chain position the event had (a self-caused event is ignored by rules
+ * that do not allow self-triggering; a loop-blocked one is evaluated by none).
+ */
+async function replay(index: RuleIndex, stored: EventEntity, envelope: EventEnvelope, facts: EventFacts, now: Date): Promise<ReplayOutcome> {
+  const result: ReplayOutcome = { wouldMatch: [], errors: [], ignored: [] };
+  if (stored.status === 'loop_blocked') {
+    for (const rule of index.candidates(envelope).evaluate) result.ignored.push({ rule: rule.id, reason: 'loop_blocked' });
+    return result;
+  }
+  const { evaluations } = await evaluateEvent(index, envelope, facts, { selfCaused: stored.selfCaused });
+  for (const outcome of evaluations) {
+    if (outcome.outcome === 'ignored_self_caused') result.ignored.push({ rule: outcome.rule.id, reason: 'self_caused' });
+    if (outcome.error) result.errors.push({ rule: outcome.rule.id, error: outcome.error });
+    if (outcome.matched) result.wouldMatch.push({ rule: outcome.rule.id, actions: previewActions(outcome.rule, envelope, now) });
+  }
+  return result;
+}
 
 async function storedEvents(manager: EntityManager, filter: BacktestFilter): Promise<EventEntity[]> {
   const where: FindOptionsWhere<EventEntity> = { status: Not('received') };
@@ -106,9 +130,8 @@ function changesFor(envelope: EventEnvelope, resourceKey: string | null, snapsho
 
 function eventReport(
   stored: EventEntity,
-  wouldMatch: BacktestEventReport['would_match'],
+  { wouldMatch, errors, ignored }: ReplayOutcome,
   then: ExecutionEntity[],
-  errors: Array<{ rule: string; error: string }>,
   considered: Set<string>,
 ): BacktestEventReport {
   const now = new Set(wouldMatch.map((m) => m.rule));
@@ -124,6 +147,7 @@ function eventReport(
     },
   };
   if (errors.length > 0) report.errors = errors;
+  if (ignored.length > 0) report.ignored = ignored;
   return report;
 }
 

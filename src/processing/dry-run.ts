@@ -7,8 +7,9 @@
 import type { EventEnvelope } from '../intake/envelope.js';
 import { renderActionRequest, simulatedResponse } from '../actions/request-renderer.js';
 import type { ServiceRequest } from '../actions/service-operations.js';
-import { EventFacts, nowFact, type Changes, type Lookups } from '../rules/facts.js';
-import { evaluateRule, type ConditionResult } from '../rules/rule-evaluator.js';
+import { EventFacts, type Changes, type Lookups } from '../rules/facts.js';
+import { evaluateCandidates, type ConditionResult, type RuleOutcome } from '../rules/rule-evaluator.js';
+import { templateContext, templateRuleOf } from '../rules/template-context.js';
 import { triggerMatches } from '../rules/rule-index.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 
@@ -27,6 +28,8 @@ export interface RuleTestResult {
   matched: boolean;
   conditions: ConditionResult[];
   error?: string;
+  /** Not evaluated: the event is the engine's own echo and the rule does not allow self-triggering. */
+  ignored?: 'self_caused';
   /** The requests the actions would send, in order (only when the rule matched). */
   actions: ActionPreview[];
 }
@@ -35,6 +38,8 @@ export interface TestDeps {
   lookups: Lookups;
   now: Date;
   changes?: Changes;
+  /** The event is an echo of the engine's own action (a stored event's chain position). */
+  selfCaused?: boolean;
 }
 
 export function listensTo(rule: LoadedRule, type: string): boolean {
@@ -42,11 +47,25 @@ export function listensTo(rule: LoadedRule, type: string): boolean {
 }
 
 export async function testRule(rule: LoadedRule, event: EventEnvelope, deps: TestDeps, facts?: EventFacts): Promise<RuleTestResult> {
-  const base = { rule: rule.id, version: rule.version, enabled: rule.enabled, listens: listensTo(rule, event.type) };
-  const evaluation = await evaluateRule(rule, facts ?? new EventFacts(event, deps));
-  const result: RuleTestResult = { ...base, matched: evaluation.matched, conditions: evaluation.conditions, actions: [] };
-  if (evaluation.error) result.error = evaluation.error;
-  if (evaluation.matched) result.actions = previewActions(rule, event, deps.now);
+  const [outcome] = await evaluateCandidates([rule], facts ?? new EventFacts(event, deps), { selfCaused: deps.selfCaused });
+  return testResult(outcome, event, deps.now);
+}
+
+/** A rule's outcome as a dry run reports it, with the requests it would send when it matched. */
+export function testResult(outcome: RuleOutcome, event: EventEnvelope, now: Date): RuleTestResult {
+  const { rule } = outcome;
+  const result: RuleTestResult = {
+    rule: rule.id,
+    version: rule.version,
+    enabled: rule.enabled,
+    listens: listensTo(rule, event.type),
+    matched: outcome.matched,
+    conditions: outcome.conditions,
+    actions: [],
+  };
+  if (outcome.outcome === 'ignored_self_caused') result.ignored = 'self_caused';
+  if (outcome.error) result.error = outcome.error;
+  if (outcome.matched) result.actions = previewActions(rule, event, now);
   return result;
 }
 
@@ -54,12 +73,7 @@ export async function testRule(rule: LoadedRule, event: EventEnvelope, deps: Tes
 export function previewActions(rule: LoadedRule, event: EventEnvelope, now: Date): ActionPreview[] {
   const previews: ActionPreview[] = [];
   const responses: Record<string, { response: unknown }> = {};
-  const context = {
-    event,
-    rule: { id: rule.id, name: rule.definition.name },
-    now: nowFact(now, rule.definition.schedule?.timezone ?? 'UTC'),
-    actions: responses,
-  };
+  const context = templateContext(templateRuleOf(rule), event, now, responses);
   for (const [position, action] of rule.definition.actions.entries()) {
     const rendered = renderActionRequest(action, context, `${rule.id}@${rule.version}#${position}`);
     const preview: ActionPreview = { type: action.type, ...(action.id ? { id: action.id } : {}) };

@@ -8,11 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { In, type EntityManager } from 'typeorm';
 import { ActionRunEntity } from '../database/action-run.entity.js';
-import { newActionRun } from './action-runner.js';
+import { newActionRun } from './new-action-run.js';
 import { backoffDelayMs } from '../actions/retry-policy.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { ServiceLookups } from '../actions/service-lookups.js';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { EventEntity, type EventStatus } from '../database/event.entity.js';
@@ -20,7 +20,7 @@ import { type EventEnvelope } from '../intake/envelope.js';
 import { safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
-import { evaluateRule, type RuleEvaluation } from '../rules/rule-evaluator.js';
+import { evaluateEvent, type RuleEvaluation } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
@@ -144,18 +144,11 @@ export class EventProcessor {
     const lookups = new ServiceLookups(this.client);
     const now = this.clock.now();
     const facts = new EventFacts(envelope, { changes, now, lookups });
-    const explanation: RuleExplanation[] = [];
-    const matched: Match[] = [];
-    for (const rule of this.registry.index.candidates(envelope).evaluate) {
-      if (position.selfCaused && !rule.definition.options?.allowSelfTriggered) {
-        explanation.push({ rule: rule.id, ruleVersion: rule.version, outcome: 'ignored_self_caused', matched: false, conditions: [] });
-        continue;
-      }
-      const evaluation = await evaluateRule(rule, facts);
-      const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
-      explanation.push({ rule: rule.id, outcome, ...evaluation });
-      if (evaluation.matched && !evaluation.error) matched.push({ rule, evaluation, throttleKey: this.keyFor(rule, envelope, now) });
-    }
+    const { evaluations } = await evaluateEvent(this.registry.index, envelope, facts, { selfCaused: position.selfCaused });
+    const explanation = evaluations.map(({ rule, ...evaluation }): RuleExplanation => ({ ...evaluation, rule: rule.id }));
+    const matched = evaluations
+      .filter((evaluation) => evaluation.outcome === 'matched')
+      .map((evaluation): Match => ({ rule: evaluation.rule, evaluation, throttleKey: this.keyFor(evaluation.rule, envelope, now) }));
     if (lookups.failed) return this.retryOrFail(claim, position, explanation, lookups.failed.message);
     return { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched };
   }
@@ -174,7 +167,7 @@ export class EventProcessor {
   private retryOrFail(claim: ClaimedEvent, position: ChainPosition, explanation: RuleExplanation[], error: string): Verdict {
     const attempt = claim.attempts + 1;
     if (attempt >= this.config.actionMaxAttempts) return { status: 'failed', position, explanation, matched: [], error };
-    const retryAt = new Date(this.clock.now().getTime() + backoffDelayMs(attempt, Math.random)).toISOString();
+    const retryAt = isoIn(this.clock, backoffDelayMs(attempt, Math.random));
     return { status: 'received', position, explanation, matched: [], error, retryAt };
   }
 

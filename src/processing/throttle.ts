@@ -6,20 +6,23 @@
  * concurrent events and replicas cannot both slip under the limit.
  */
 import { MoreThan, Not, type EntityManager } from 'typeorm';
+import { templateContext, templateRuleOf } from '../rules/template-context.js';
 import { renderString } from '../rules/template.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { EventEnvelope } from '../intake/envelope.js';
-import { nowFact } from '../rules/facts.js';
 import type { LoadedRule, ThrottleOptions } from '../rules/rule.types.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
 
-/** The rendered throttle key of a rule for an event (the rule id alone when it has no key template). */
+/**
+ * The rendered throttle key of a rule for an event ('' when it has no key
+ * template: one window for the whole rule). `now` is in the rule's time zone,
+ * as in its actions' templates.
+ */
 export function throttleKey(rule: LoadedRule, event: EventEnvelope, now: Date): string | null {
   const throttle = rule.definition.options?.throttle;
   if (!throttle) return null;
   if (!throttle.key) return '';
-  const context = { event, rule: { id: rule.id, name: rule.definition.name }, now: nowFact(now, 'UTC') };
-  return renderString(throttle.key, context, 'options.throttle.key').slice(0, 300);
+  return renderString(throttle.key, templateContext(templateRuleOf(rule), event, now), 'options.throttle.key').slice(0, 300);
 }
 
 export async function overThrottle(

@@ -2,13 +2,13 @@ import { Almanac } from 'json-rules-engine';
 import {
   computeChanges,
   EventFacts,
-  nowFact,
   parseSimplePath,
   resolvePath,
   type EventFactsOptions,
   type Lookups,
   type RuleEvent,
 } from './facts.js';
+import { nowFact } from './now.js';
 
 function anEvent(overrides: Partial<RuleEvent> = {}): RuleEvent {
   return {

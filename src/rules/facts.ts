@@ -17,6 +17,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Almanac, Fact, type PathResolver } from 'json-rules-engine';
 import { isObject } from '../json.js';
+import { nowFact, type NowFact } from './now.js';
+import { templateContext } from './template-context.js';
 import { renderString } from './template.js';
 
 /** The service lookups, the boundary to the remote service. */
@@ -34,17 +36,6 @@ export interface RuleEvent {
 
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 
-export interface NowFact {
-  /** Local time with its UTC offset, e.g. `2024-05-06T12:00:00.000+02:00`. */
-  iso: string;
-  /** `YYYY-MM-DD` */
-  date: string;
-  /** 0-23 */
-  hour: number;
-  /** Monday = 1 … Sunday = 7 (ISO-8601) */
-  weekday: number;
-}
-
 const LOOKUPS = {
   project: { param: 'id', fetch: (lookups: Lookups, id: string) => lookups.project(id) },
   user: { param: 'id', fetch: (lookups: Lookups, id: string) => lookups.user(id) },
@@ -57,43 +48,6 @@ export const FACT_NAMES: ReadonlySet<string> = new Set(['event', 'now', 'changes
 /** Facts that cost a call to the service. */
 export function isRemoteFact(name: string): boolean {
   return Object.hasOwn(LOOKUPS, name);
-}
-
-// ---- now -----------------------------------------------------------------
-
-const WEEKDAYS: Record<string, number> = { Mon: 1, Tue: 2, Wed: 3, Thu: 4, Fri: 5, Sat: 6, Sun: 7 };
-// Building an Intl.DateTimeFormat costs tens of microseconds: one per zone.
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatterFor(timeZone: string): Intl.DateTimeFormat {
-  let formatter = formatters.get(timeZone);
-  if (formatter === undefined) {
-    formatter = new Intl.DateTimeFormat('en-US', {
-      timeZone, hourCycle: 'h23', weekday: 'short', year: 'numeric', month: '2-digit', day: '2-digit',
-      hour: '2-digit', minute: '2-digit', second: '2-digit',
-    });
-    formatters.set(timeZone, formatter);
-  }
-  return formatter;
-}
-
-function formatOffset(minutes: number): string {
-  if (minutes === 0) return 'Z';
-  const abs = Math.abs(minutes);
-  const hh = String(Math.floor(abs / 60)).padStart(2, '0');
-  return `${minutes < 0 ? '-' : '+'}${hh}:${String(abs % 60).padStart(2, '0')}`;
-}
-
-/** The `now` fact for an instant, in an IANA time zone. Throws RangeError on an unknown zone. */
-export function nowFact(at: Date, timeZone = 'UTC'): NowFact {
-  const part: Record<string, string> = {};
-  for (const { type, value } of formatterFor(timeZone).formatToParts(at)) part[type] = value;
-  const [year, month, day, hour, minute, second] = [part.year, part.month, part.day, part.hour, part.minute, part.second].map(Number);
-  const ms = at.getUTCMilliseconds();
-  const offset = Math.round((Date.UTC(year, month - 1, day, hour, minute, second, ms) - at.getTime()) / 60_000);
-  const date = `${part.year}-${part.month}-${part.day}`;
-  const iso = `${date}T${part.hour}:${part.minute}:${part.second}.${String(ms).padStart(3, '0')}${formatOffset(offset)}`;
-  return { iso, date, hour, weekday: WEEKDAYS[part.weekday] };
 }
 
 // ---- changes -------------------------------------------------------------
@@ -221,7 +175,7 @@ export class EventFacts {
     const raw = params?.[param];
     if (typeof raw === 'number') return String(raw);
     if (typeof raw !== 'string') throw new Error(`needs params.${param} (a string)`);
-    const context = { event: this.event, rule: scope.rule, now: this.now(scope.timezone) };
+    const context = templateContext(scope.rule, this.event, this.now(scope.timezone));
     const id = renderString(raw, context, `params.${param}`);
     if (id === '') throw new Error(`params.${param} rendered to an empty string`);
     return id;

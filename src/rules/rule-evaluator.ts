@@ -49,7 +49,7 @@ export interface RuleEvaluation {
 
 export interface EventEvaluation {
   /** One per candidate rule, by priority (higher first) then id. */
-  evaluations: RuleEvaluation[];
+  evaluations: RuleOutcome[];
   /** Rules the index skipped, with the reason; empty unless `explainExcluded`. */
   excluded: ExcludedRule[];
 }
@@ -221,14 +221,49 @@ export async function evaluateRule(rule: LoadedRule, facts: EventFacts): Promise
   return { ...base, matched: outcome.result === true, conditions: results };
 }
 
-/** Evaluates every candidate rule for an event; they share the event's facts and lookups. */
+/** A listening rule's outcome for one event: what the live engine, the tester and the backtest all report. */
+export type RuleOutcomeKind = 'matched' | 'not_matched' | 'error' | 'ignored_self_caused';
+
+export interface RuleOutcome extends RuleEvaluation {
+  rule: LoadedRule;
+  outcome: RuleOutcomeKind;
+}
+
+export interface EvaluationOptions {
+  /** The event is the echo of one of the engine's own actions (loop protection's chain position). */
+  selfCaused?: boolean;
+}
+
+/**
+ * The one evaluation of an event's listening rules. A self-caused event is
+ * ignored by every rule that does not opt in with `allowSelfTriggered`; the
+ * others are evaluated side by side (they share the event's facts, so each
+ * lookup is made once) and reported in the order given.
+ */
+export async function evaluateCandidates(
+  rules: readonly LoadedRule[],
+  facts: EventFacts,
+  { selfCaused = false }: EvaluationOptions = {},
+): Promise<RuleOutcome[]> {
+  return Promise.all(
+    rules.map(async (rule): Promise<RuleOutcome> => {
+      if (selfCaused && !rule.definition.options?.allowSelfTriggered) {
+        return { rule, outcome: 'ignored_self_caused', ruleId: rule.id, ruleVersion: rule.version, matched: false, conditions: [] };
+      }
+      const evaluation = await evaluateRule(rule, facts);
+      const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
+      return { rule, outcome, ...evaluation };
+    }),
+  );
+}
+
+/** The index's candidates for an event, evaluated as the live engine evaluates them. */
 export async function evaluateEvent(
   index: RuleIndex,
   event: RuleEvent,
   facts: EventFacts,
-  options: CandidateOptions = {},
+  options: CandidateOptions & EvaluationOptions = {},
 ): Promise<EventEvaluation> {
   const { evaluate, excluded } = index.candidates(event, options);
-  const evaluations = await Promise.all(evaluate.map((rule) => evaluateRule(rule, facts)));
-  return { evaluations, excluded };
+  return { evaluations: await evaluateCandidates(evaluate, facts, options), excluded };
 }

@@ -3,19 +3,6 @@
  * and of a rule once the engine has loaded it.
  */
 
-export const ACTION_TYPES = [
-  'task.create',
-  'task.update',
-  'task.delete',
-  'user.invite',
-  'user.remove',
-  'project.create',
-  'project.update',
-  'project.archive',
-  'workflow.trigger',
-] as const;
-export type ActionType = (typeof ACTION_TYPES)[number];
-
 export interface ConditionLeaf {
   fact: string;
   operator: string;
@@ -32,7 +19,8 @@ export type TopLevelCondition = { all: Condition[] } | { any: Condition[] } | { 
 
 export interface RuleAction {
   id?: string;
-  type: ActionType;
+  /** One of the action types of actions/action-types.ts (the rule schema's enum lists them). */
+  type: string;
   params: Record<string, unknown>;
   continueOnError?: boolean;
 }
