@@ -34,6 +34,44 @@ import { Retention } from './processing/retention.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
 import { RuleWatcher } from './rules/rule-watcher.js';
 
+const CONTROLLERS = [
+  IntakeController,
+  AdminRulesController,
+  AdminEventsController,
+  AdminExecutionsController,
+  AdminActionsController,
+  HealthController,
+  MetricsController,
+];
+
+const SERVICES = [
+  Database,
+  Metrics,
+  // intake
+  EventWriter,
+  IntakeService,
+  // rules
+  RuleRegistry,
+  ApiRulesService,
+  RuleWatcher,
+  // actions
+  ServiceClient,
+  // processing
+  WorkQueue,
+  EventProcessor,
+  RunRequests,
+  ExecutionProgress,
+  ActionRunner,
+  Workers,
+  Schedules,
+  Retention,
+  // admin
+  AdminGuard,
+  AdminQueryService,
+  AdminRulesService,
+  AdminActionsService,
+];
+
 /** Composition only: intake stores events; processing moves them through rules and actions; storage under all. */
 @Module({})
 export class AppModule {
@@ -45,44 +83,12 @@ export class AppModule {
         TypeOrmModule.forFeature(ENTITIES),
         ScheduleModule.forRoot(),
       ],
-      controllers: [
-        IntakeController,
-        AdminRulesController,
-        AdminEventsController,
-        AdminExecutionsController,
-        AdminActionsController,
-        HealthController,
-        MetricsController,
-      ],
+      controllers: CONTROLLERS,
       providers: [
         { provide: ENGINE_CONFIG, useValue: config },
         { provide: CLOCK, useValue: clock },
         { provide: APP_FILTER, useClass: ErrorFilter },
-        Database,
-        Metrics,
-        // intake
-        EventWriter,
-        IntakeService,
-        // rules
-        RuleRegistry,
-        ApiRulesService,
-        RuleWatcher,
-        // actions
-        ServiceClient,
-        // processing
-        WorkQueue,
-        EventProcessor,
-        RunRequests,
-        ExecutionProgress,
-        ActionRunner,
-        Workers,
-        Schedules,
-        Retention,
-        // admin
-        AdminGuard,
-        AdminQueryService,
-        AdminRulesService,
-        AdminActionsService,
+        ...SERVICES,
       ],
     };
   }

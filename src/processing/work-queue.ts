@@ -161,4 +161,14 @@ export class WorkQueue {
     const sql = `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND status = 'received'`;
     await this.db.write((manager) => queryRows(manager, sql, [this.owner]));
   }
+
+  /** How much work waits: events not yet evaluated, action runs not yet ended (the metrics' queue depths). */
+  async depths(): Promise<{ events: number; actions: number }> {
+    const [events] = await queryRows<{ n: number | string }>(this.db.manager, `SELECT COUNT(*) AS n FROM events WHERE status = 'received'`);
+    const [runs] = await queryRows<{ n: number | string }>(
+      this.db.manager,
+      `SELECT COUNT(*) AS n FROM action_runs WHERE status IN ('pending', 'running', 'retrying')`,
+    );
+    return { events: Number(events?.n ?? 0), actions: Number(runs?.n ?? 0) };
+  }
 }

@@ -1,7 +1,7 @@
 import { EventFacts, type Lookups, type RuleEvent } from './facts.js';
 import { evaluateEvent, evaluateRule } from './rule-evaluator.js';
 import { RuleIndex } from './rule-index.js';
-import type { ConditionLeaf, LoadedRule, RuleDefinition, TopLevelCondition } from './rule.types.js';
+import type { ConditionLeaf, TopLevelCondition } from './rule.types.js';
 import { aRule } from '../../test/support/rule-factory.js';
 
 function anEvent(task: Record<string, unknown> = {}, overrides: Partial<RuleEvent> = {}): RuleEvent {
