@@ -5,7 +5,7 @@ import { readBody } from '../http/body.js';
 import { IntakeService } from '../intake/intake.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, JsonBody, ListQueries, Paged } from '../http/openapi.js';
+import { AdminRoute, JsonBody, ListQueries, Paged, SuccessResponse } from '../http/openapi.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 
@@ -43,7 +43,8 @@ export class AdminEventsController {
   /** Injects an event as if the service had sent it, without a signature. */
   @Post()
   @HttpCode(202)
-  @AdminRoute('Inject an event (no signature needed); 200 when its id is known already', 202, 'Accepted', [400, 'not JSON or not an event'], [413, 'larger than WEBHOOK_MAX_BYTES'])
+  @AdminRoute('Inject an event (no signature needed); 200 when its id is known already', 202, 'Accepted', [400, 'not JSON or not an event'])
+  @SuccessResponse(200, 'this event id was received before (not processed again)', 'Accepted')
   @JsonBody('Event')
   async inject(@Req() req: Request, @Res({ passthrough: true }) res: Response) {
     const result = await this.intake.accept(await readBody(req, this.config.webhookMaxBytes), 'admin');

@@ -156,13 +156,18 @@ export const SCHEMAS: Record<string, Schema> = {
 
 const errorResponse = (status: number, description: string) => ApiResponse({ status, description, schema: ref('Error') });
 
-/** An admin route: bearer token, 401, and the answer it gives. */
-export function AdminRoute(summary: string, status: number, answer?: string | Schema, ...errors: Array<[number, string]>) {
+/** A success answer: a schema's name in `components/schemas`, a schema, or none (e.g. 204). */
+export function SuccessResponse(status: number, description: string, answer?: string | Schema) {
   const schema = typeof answer === 'string' ? ref(answer) : answer;
+  return ApiResponse({ status, description, ...(schema ? { schema } : {}) });
+}
+
+/** An admin route: bearer token, 401, and the answer it gives (another success answer: add a SuccessResponse). */
+export function AdminRoute(summary: string, status: number, answer?: string | Schema, ...errors: Array<[number, string]>) {
   return applyDecorators(
     ApiBearerAuth(),
     ApiOperation({ summary }),
-    ApiResponse({ status, description: 'success', ...(schema ? { schema } : {}) }),
+    SuccessResponse(status, 'success', answer),
     errorResponse(401, 'missing or wrong admin token'),
     ...errors.map(([code, description]) => errorResponse(code, description)),
   );
@@ -179,8 +184,15 @@ export function ListQueries(...filters: Array<[string, string]>) {
   );
 }
 
+/**
+ * A route that reads a JSON body. Every such body is read with the
+ * WEBHOOK_MAX_BYTES limit (readBody), so the route can also answer 413.
+ */
 export const JsonBody = (schema: string | Schema, description?: string) =>
-  ApiBody({ schema: typeof schema === 'string' ? ref(schema) : schema, description });
+  applyDecorators(
+    ApiBody({ schema: typeof schema === 'string' ? ref(schema) : schema, description }),
+    errorResponse(413, 'body larger than WEBHOOK_MAX_BYTES (payload_too_large)'),
+  );
 
 export { errorResponse };
 

@@ -22,6 +22,10 @@ function makeContext(overrides: Partial<TemplateContext> = {}): TemplateContext 
   };
 }
 
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 function renderError(params: unknown, context = makeContext()): TemplateError {
   try {
     renderTemplateValue(params, context);
@@ -41,8 +45,22 @@ describe('template', () => {
       ['array', '{{ event.data.task.tags }}', ['a', 'b']],
       ['object', '{{ actions.review.response.assignee }}', { id: 'usr_1' }],
       ['number after a filter', '{{ event.data.task.points | plus: 1 }}', 6],
-      ['value with whitespace around', '  {{ event.data.task.points }}\n', 5],
+      ['no spaces inside the braces', '{{event.data.task.points}}', 5],
+      ['whitespace control inside the braces', '{{- event.data.task.points -}}', 5],
       ['string', '{{ event.data.task.title }}', 'Release 1.2'],
+    ])('%s', (_name, template, expected) => {
+      expect(renderTemplateValue({ value: template }, makeContext())).toEqual({ value: expected });
+    });
+  });
+
+  describe('any text around the one expression, even whitespace, makes it text as LiquidJS renders it', () => {
+    it.each([
+      ['spaces on both sides', ' {{ event.data.task.points }} ', ' 5 '],
+      ['a trailing newline', '{{ event.data.task.points }}\n', '5\n'],
+      ['leading spaces and a newline', '  {{ event.data.task.points }}\n', '  5\n'],
+      ['a leading tab before an object', '\t{{ actions.review.response.assignee }}', '\t[object Object]'],
+      ['whitespace trimmed by {{- -}}', ' {{- event.data.task.points -}} ', '5'],
+      ['a comment after it', '{{ event.data.task.done }}{% comment %}why{% endcomment %}', 'true'],
     ])('%s', (_name, template, expected) => {
       expect(renderTemplateValue({ value: template }, makeContext())).toEqual({ value: expected });
     });
@@ -121,8 +139,22 @@ describe('template', () => {
       expect(() => compileParams({ title: '{% if %}' })).toThrow(/^params\.title: /);
     });
 
-    it('rejects an unknown filter', () => {
-      expect(() => compileParams({ title: '{{ rule.id | no_such_filter }}' })).toThrow(/undefined filter/);
+    // strictFilters: a misspelt filter fails when the rule loads, never silently at run time.
+    it.each([
+      ['in an output', { title: '{{ rule.id | no_such_filter }}' }, 'params.title', 'no_such_filter'],
+      ['after a known filter', { input: { note: 'x {{ rule.id | upcase | upcse }}' } }, 'params.input.note', 'upcse'],
+      ['inside a tag', { list: ['{% if rule.id | shout %}y{% endif %}'] }, 'params.list[0]', 'shout'],
+      ['in a single typed output', { points: '{{ event.data.task.points | plsu: 1 }}' }, 'params.points', 'plsu'],
+    ])('rejects an unknown filter %s at compile time, naming its param path', (_name, params, path, filter) => {
+      let error: unknown;
+      try {
+        compileParams(params);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(TemplateError);
+      expect((error as TemplateError).path).toBe(path);
+      expect((error as TemplateError).message).toMatch(new RegExp(`^${escapeRegExp(path)}: undefined filter: ${filter}, line:1, col:\\d+$`));
     });
   });
 
@@ -209,6 +241,17 @@ describe('template', () => {
       fc.assert(
         fc.property(braceFree, (s) => renderTemplateValue(s, makeContext()) === s && renderString(s, makeContext()) === s),
         { numRuns: 3000 },
+      );
+    });
+
+    it('keeps the whitespace around one expression, as text', () => {
+      const whitespace = fc.string({ unit: fc.constantFrom(' ', '\t', '\n', '\r'), maxLength: 4 });
+      fc.assert(
+        fc.property(whitespace, whitespace, (before, after) => {
+          fc.pre(before + after !== '');
+          return renderTemplateValue(`${before}{{ event.data.task.points }}${after}`, makeContext()) === `${before}5${after}`;
+        }),
+        { numRuns: 500 },
       );
     });
 

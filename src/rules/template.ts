@@ -3,10 +3,11 @@
  *
  * Params are compiled once per rule (every template parsed up front, so a
  * syntax error names its param path when the rule loads) and rendered per run.
- * A string that is exactly one `{{ expr }}` keeps the value's type: LiquidJS's
- * `keepOutputType` does that only for an isolated output, so such strings are
- * reduced to that single Output at compile time and rendered by a second
- * engine with the option on.
+ * A string that is exactly one `{{ expr }}` (nothing around it, not even
+ * whitespace) keeps the value's type: such a string parses to a single Output,
+ * which a second engine with LiquidJS's `keepOutputType` renders. Any other
+ * string renders as text, exactly as LiquidJS renders it: `" {{ n }} "` is
+ * `" 10 "`, never the number 10.
  *
  * Sandbox: strict variables and own-property-only lookups (no prototypes, no
  * `constructor`), a null-prototype scope holding only the four context names,
@@ -14,7 +15,7 @@
  * empty in-memory map), and parse/time/memory limits so a template bomb ends
  * as a TemplateError instead of stalling the worker.
  */
-import { Liquid, Output, TokenKind, UndefinedVariableError } from 'liquidjs';
+import { Liquid, Output, UndefinedVariableError } from 'liquidjs';
 import type { LiquidOptions, Template } from 'liquidjs';
 import { isObject } from '../json.js';
 
@@ -90,11 +91,6 @@ function toTemplateError(error: unknown, path: string): TemplateError {
   return new TemplateError(`${path}: ${explain(error)}`, path, { cause: error });
 }
 
-function isBlank(template: Template): boolean {
-  const token = template.token;
-  return token.kind === TokenKind.HTML && token.getText().trim() === '';
-}
-
 function compileString(source: string, path: string, keepType: boolean): CompiledNode {
   if (!hasTemplate(source)) return { kind: 'literal', value: source };
   if (source.length > MAX_TEMPLATE_LENGTH) {
@@ -107,9 +103,9 @@ function compileString(source: string, path: string, keepType: boolean): Compile
     // Whatever LiquidJS throws here (ParseError, its own AssertionError) means "not a valid template".
     throw toTemplateError(error, path);
   }
-  const meaningful = templates.filter((template) => !isBlank(template));
-  if (keepType && meaningful.length === 1 && meaningful[0] instanceof Output) {
-    return { kind: 'typed', path, templates: meaningful };
+  // Any text around the output, whitespace included, parses to templates of its own.
+  if (keepType && templates.length === 1 && templates[0] instanceof Output) {
+    return { kind: 'typed', path, templates };
   }
   return { kind: 'text', path, templates };
 }
