@@ -119,6 +119,7 @@ describe(rulesBacktest.name, () => {
         expect.stringMatching(/^note: Lookups/),
         expect.stringMatching(/^note: Differences compare only the rules backtested/),
         expect.stringMatching(/^note: The changes fact/),
+        expect.stringMatching(/^note: Loop protection as recorded/),
         '5 events checked: 2 would match, 3 matched then, 2 differing',
       ]);
     });
