@@ -1,6 +1,7 @@
-// `npm test`: type-check, build (the crash suite runs dist/main.js as a child
-// process), then every jest suite (unit specs beside the code, end-to-end
-// suites in test/), and a closing line that counts them.
+// `npm test`: type-check, lint (`npm run lint`: eslint.config.js), build (the
+// crash suite runs dist/main.js as a child process), then every jest suite (unit
+// specs beside the code, end-to-end suites in test/), and a closing line that
+// counts them.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,10 @@ function run(command, args, options = {}) {
 
 if (run('npx', ['tsc', '-p', 'tsconfig.json', '--noEmit']) !== 0) {
   console.error('type check failed');
+  process.exit(1);
+}
+if (run('npm', ['run', 'lint']) !== 0) {
+  console.error('lint failed: an import against the direction of the folders, an import cycle, a size limit or a typescript-eslint rule (see above)');
   process.exit(1);
 }
 if (run('npx', ['nest', 'build']) !== 0) {

@@ -19,7 +19,7 @@ import { BACKTEST_DEFAULT_LIMIT, BACKTEST_MAX_LIMIT, runBacktest, type BacktestF
 import { loadRulePath } from '../rules/rule-files.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';
+import { colors, isEntryFile, runCommand, plural, processContext, type CliContext } from './cli-output.js';
 import { backtestSummaryLine, eventLines, instantOption, lookupsFromEnv, readCommandLine, ruleTable } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
 

@@ -2,6 +2,7 @@ import { SlidingWindowLimiter, parseFaultSettings, takeScripted } from './simula
 import { startSimulator, type Simulator, type SimulatorOptions } from './simulator.js';
 
 /** Parsed JSON of an answer; `any` keeps the assertions short. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const json = async (res: Response): Promise<any> => res.json();
 
 const KEY = 'ac_live_faults';

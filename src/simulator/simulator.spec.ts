@@ -1,6 +1,7 @@
 import { startSimulator, type Simulator } from './simulator.js';
 
 /** Parsed JSON of an answer; `any` keeps the assertions short. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const json = async (res: Response): Promise<any> => res.json();
 
 const KEY = 'ac_test_spec';
@@ -8,6 +9,7 @@ const KEY = 'ac_test_spec';
 interface Reply {
   status: number;
   headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   body: any;
 }
 

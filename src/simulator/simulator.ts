@@ -6,7 +6,7 @@
  *   /v1/*     the service's API (simulator.api.ts, simulator.routes.ts)
  *   /_sim/*   control: logs, state, faults, reset, emit (simulator.control.ts)
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleApi } from './simulator.api.js';
 import { handleControl } from './simulator.control.js';
@@ -83,21 +83,21 @@ function clientHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
-  const core = new SimulatorCore(options);
-  const server = createServer(dispatch(core));
-  const host = options.host ?? '127.0.0.1';
+/** Listens on `host:port` (0: any free port) and resolves with the port taken. */
+async function listen(server: Server, port: number, host: string): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
-  const origin = `http://${clientHost(host)}:${port}`;
-  const finished = (e: WebhookLogEntry): boolean => e.state !== 'pending';
+  return (server.address() as AddressInfo).port;
+}
 
+/** The handle callers hold: live views of the core's logs and state, its waits, and a close. */
+function simulatorHandle(core: SimulatorCore, server: Server, origin: string, port: number): Simulator {
+  const finished = (e: WebhookLogEntry): boolean => e.state !== 'pending';
   return {
     url: `${origin}/v1`,
     origin,
@@ -125,4 +125,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
     },
   };
+}
+
+export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  const core = new SimulatorCore(options);
+  const server = createServer(dispatch(core));
+  const host = options.host ?? '127.0.0.1';
+  const port = await listen(server, options.port ?? 0, host);
+  return simulatorHandle(core, server, `http://${clientHost(host)}:${port}`, port);
 }

@@ -4,6 +4,7 @@ import { verifySignature, type SignatureScheme } from '../intake/signature.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from './simulator.js';
 
 /** Parsed JSON of an answer; `any` keeps the assertions short. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const json = async (res: Response): Promise<any> => res.json();
 
 const SECRET = 'whsec_spec';
@@ -11,6 +12,7 @@ const SECRET = 'whsec_spec';
 interface Received {
   headers: IncomingHttpHeaders;
   raw: Buffer;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   event: any;
 }
 
