@@ -62,6 +62,8 @@ const dependencyPolicies = [
   // Unit specs sit beside the code they test and may use the test helpers; so may the
   // benchmark, which is not shipped and measures the engine on the tests' databases.
   { from: [{ file: { categories: 'spec' } }, element('bench')], allow: { to: testSupport } },
+  // A spec that needs the service talks to the stand-in over real HTTP, never to a mock of it.
+  { from: { file: { categories: 'spec' } }, allow: { to: element('simulator') } },
   // The end-to-end suites and their helpers drive the whole program.
   { from: element('test'), allow: { to: [element('test'), element('simulator'), ...everyEntry, ...everyLayer, shared] } },
 ];
