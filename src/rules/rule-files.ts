@@ -82,8 +82,8 @@ export function parseRuleFile(text: string, file: string): { rules: ParsedRule[]
   return { rules, problems };
 }
 
-/** Inside the working directory: relative to it; elsewhere: absolute. */
-function displayPath(path: string): string {
+/** How problems name a file: inside the working directory, relative to it; elsewhere, absolute. */
+export function displayPath(path: string): string {
   const fromCwd = relative(process.cwd(), resolve(path));
   return fromCwd === '' || fromCwd.startsWith('..') || isAbsolute(fromCwd) ? resolve(path) : fromCwd;
 }

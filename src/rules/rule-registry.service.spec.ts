@@ -127,7 +127,7 @@ describe.each(kinds)(`${RuleRegistry.name} on $name`, (kind) => {
 
       expect(registry.get('shared')?.source).toEqual({ kind: 'api' });
       expect(registry.problems).toEqual([
-        { file: expect.stringMatching(/(^|\/)shared\.json$/), path: '$.id', message: 'rule id "shared" is taken by a rule created through the admin API' },
+        { file: pathOf('shared.json'), path: '$.id', message: 'rule id "shared" is taken by a rule created through the admin API' },
       ]);
     });
   });

@@ -5,7 +5,7 @@
  * event types they listen to. Everything here is in memory; the database holds
  * the API rules and the overrides, and `reload()` reads both again.
  */
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
@@ -16,7 +16,7 @@ import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../json.js';
 import { ApiRuleEntity } from '../database/api-rule.entity.js';
-import { loadRuleFiles, toLoadedRule } from './rule-files.js';
+import { displayPath, loadRuleFiles, toLoadedRule } from './rule-files.js';
 import { RuleIndex } from './rule-index.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
@@ -167,7 +167,8 @@ export class RuleRegistry implements OnModuleInit {
     );
     const collisions = fresh.filter((rule) => this.apiRules.has(rule.id));
     for (const rule of collisions) {
-      problems.push({ file: fileOf(rule) ?? '?', path: '$.id', message: `rule id "${rule.id}" is taken by a rule created through the admin API` });
+      const file = fileOf(rule);
+      problems.push({ file: file === undefined ? '?' : displayPath(join(this.config.rulesDir, file)), path: '$.id', message: `rule id "${rule.id}" is taken by a rule created through the admin API` });
     }
     const report = this.merge(fresh.filter((rule) => !this.apiRules.has(rule.id)), problems);
     this.problems = problems;
