@@ -2,11 +2,10 @@
  * How a rule's actions run, end to end: in order, each seeing the responses of
  * the ones before it, and what a failure does to the actions after it.
  */
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
 import { settledEvent } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
+import { databasesUnderTest } from './support/databases.js';
 import { aTaskEvent, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
 
 const kinds = await databasesUnderTest('actions');
 
@@ -23,24 +22,11 @@ function threeSteps(continueOnError: boolean) {
 }
 
 describe.each(kinds)('a rule with several actions on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
-  let engine: RunningEngine;
-
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-  });
-
-  afterEach(async () => {
-    await engine?.stop();
-    await sim.close();
-    await db.drop();
-  });
+  const rig = useRig(kind);
 
   async function run(continueOnError: boolean) {
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([threeSteps(continueOnError)]) });
-    sim.setFaults({ script: [{ status: 400, code: 'bad_email', message: 'not an address we invite', method: 'POST', pathPrefix: '/users' }] });
+    const engine = await rig.start([threeSteps(continueOnError)]);
+    rig.sim.setFaults({ script: [{ status: 400, code: 'bad_email', message: 'not an address we invite', method: 'POST', pathPrefix: '/users' }] });
     const event = aTaskEvent('task.completed', { title: 'Launch' });
     await deliver(engine.url, event);
     return settledEvent(engine, event.id!, 15_000);
@@ -51,7 +37,7 @@ describe.each(kinds)('a rule with several actions on $name', (kind) => {
     const [notes, , trigger] = detail.executions[0].actions;
     expect(detail.executions[0].actions.map((a: { type: string }) => a.type)).toEqual(['task.create', 'user.invite', 'workflow.trigger']);
     expect(trigger.request.body).toEqual({ notes_task_id: notes.response.id, count: 'Notes for Launch'.length });
-    const triggered = sim.requests.find((r) => r.path === '/v1/workflows/wf_notify/trigger');
+    const triggered = rig.sim.requests.find((r) => r.path === '/v1/workflows/wf_notify/trigger');
     expect(triggered?.body).toEqual({ notes_task_id: notes.response.id, count: 16 });
   });
 
@@ -69,6 +55,6 @@ describe.each(kinds)('a rule with several actions on $name', (kind) => {
     expect(execution.actions.map((a: { status: string }) => a.status)).toEqual(['succeeded', 'failed']);
     expect(execution.status).toBe('failed');
     expect(execution.error).toMatch(/action invite \(user\.invite\) failed: bad_email/);
-    expect(sim.requests.some((r) => r.path.includes('/workflows/'))).toBe(false);
+    expect(rig.sim.requests.some((r) => r.path.includes('/workflows/'))).toBe(false);
   });
 });

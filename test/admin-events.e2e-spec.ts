@@ -3,11 +3,13 @@
  * explanations, injecting and replaying events, executions, action runs and
  * their manual retry, on every database under test.
  */
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { errorOf, sendJson, settledEvent } from './support/admin.js';
+import type { Simulator } from '../src/simulator/simulator.js';
+import { errorOf, quietEngine, sendJson, settledEvent } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
-import { rulesDir, startEngine, TEST_SECRET, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
+import { TEST_SECRET, type RunningEngine } from './support/engine.js';
+import { aTaskEvent, body, deliver } from './support/events.js';
+import { useRig, type RigOptions } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 import { signBody } from '../src/intake/signature.js';
 
 /** Evaluated for every task.completed in prj_1; fails on its `matches` condition unless the title starts with Release. */
@@ -32,28 +34,16 @@ const updateMissing = {
 
 const kinds = await databasesUnderTest('admin events');
 
+/** Each describe block below gets an engine of its own with both rules, on a fresh database. */
+const ownEngine: RigOptions = { per: 'block', engine: { rules: [releaseReview, updateMissing] } };
+
 describe.each(kinds)('the admin events API on $name', (kind) => {
-  const cleanups: Array<() => Promise<unknown>> = [];
-
-  async function freshEngine(rules: unknown[] = [releaseReview, updateMissing]) {
-    const db = await kind.create();
-    const sim = await startSimulator({ seed: true });
-    const engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir(rules) });
-    cleanups.push(() => engine.stop(), () => sim.close(), () => db.drop());
-    return { sim, engine };
-  }
-
-  async function cleanUp() {
-    for (const cleanup of cleanups.splice(0)) await cleanup().catch(() => undefined);
-  }
-  afterAll(cleanUp);
-
   const ids = (items: Array<{ id: string }>) => items.map((item) => item.id).sort();
   const reviews = (sim: Simulator, title: string) =>
     sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && (r.body as { title?: string }).title === `Review: ${title}`);
 
   describe('listing and reading events', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, ownEngine);
     let engine: RunningEngine;
     const released = aTaskEvent('task.completed', { title: 'Release 3' });
     const docs = aTaskEvent('task.completed', { title: 'Write docs' });
@@ -61,7 +51,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
     const blocked = aTaskEvent('task.blocked', { title: 'Stuck' });
 
     beforeAll(async () => {
-      ({ engine } = await freshEngine());
+      ({ engine } = rig);
       for (const event of [released, docs, created, blocked]) {
         expect((await deliver(engine.url, event)).status).toBe(202);
         await settledEvent(engine, event.id!);
@@ -153,12 +143,12 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
   });
 
   describe('injecting events', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, ownEngine);
     let engine: RunningEngine;
     let sim: Simulator;
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine());
+      ({ engine, sim } = rig);
     });
 
     it('accepts an unsigned event (202), evaluates it, and answers 200 duplicate to the same id', async () => {
@@ -173,8 +163,10 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       const again = await engine.admin('/admin/events', sendJson('POST', event));
       expect(again.status).toBe(200);
       expect(await body(again)).toEqual({ id: event.id, status: 'duplicate' });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Once the engine has nothing left to do, nothing more can reach the service: the count is final.
+      await quietEngine(engine);
       expect(reviews(sim, 'Release injected')).toHaveLength(1);
+      expect((await body(engine.admin(`/admin/events/${event.id}`))).executions).toHaveLength(1);
     });
 
     it('names an event without an id by the SHA-256 of its body', async () => {
@@ -214,12 +206,12 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
   });
 
   describe('replaying events', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, ownEngine);
     let engine: RunningEngine;
     let sim: Simulator;
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine());
+      ({ engine, sim } = rig);
     });
 
     it('evaluates a stored event again as a new event linked to the original, acting again', async () => {
@@ -237,7 +229,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       const replay = await settledEvent(engine, answer.id);
       expect(replay).toMatchObject({ id: answer.id, replay_of: original.id, source: 'replay', type: 'task.completed', status: 'processed' });
       expect(replay.executions).toEqual([expect.objectContaining({ rule: 'release-review', status: 'succeeded' })]);
-      await waitFor(() => reviews(sim, 'Release replayed').length === 2, 10_000, 'a second review task');
+      await waitUntil(() => reviews(sim, 'Release replayed').length === 2, { timeoutMs: 10_000, what: 'a second review task' });
       const tasks = [...sim.state.tasks.values()].filter((t) => t.title === 'Review: Release replayed');
       expect(tasks).toHaveLength(2);
 
@@ -263,7 +255,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       const replay = await settledEvent(engine, answer.id);
       expect(replay.status).toBe('processed');
       expect(replay.rules).toEqual(expect.arrayContaining([expect.objectContaining({ rule: 'draft-review', outcome: 'matched' })]));
-      await waitFor(() => reviews(sim, 'Draft replayed').length === 1, 10_000, 'the review of the replay');
+      await waitUntil(() => reviews(sim, 'Draft replayed').length === 1, { timeoutMs: 10_000, what: 'the review of the replay' });
     });
 
     it('replays an event whose id is as long as an event id may be (255 characters)', async () => {
@@ -277,7 +269,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       expect(answer).toMatchObject({ status: 'accepted', replay_of: original.id });
       expect(answer.id.length).toBeLessThanOrEqual(255);
       expect(await settledEvent(engine, answer.id)).toMatchObject({ replay_of: original.id, status: 'processed' });
-      await waitFor(() => reviews(sim, 'Release long id').length === 2, 10_000, 'the review of the replay');
+      await waitUntil(() => reviews(sim, 'Release long id').length === 2, { timeoutMs: 10_000, what: 'the review of the replay' });
     });
 
     it('answers 404 not_found to a replay of an unknown event, storing nothing', async () => {
@@ -290,7 +282,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
   });
 
   describe('executions and action runs', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, ownEngine);
     let engine: RunningEngine;
     let sim: Simulator;
     const released = aTaskEvent('task.completed', { title: 'Release 4' });
@@ -301,7 +293,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
     let failed: any;
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine());
+      ({ engine, sim } = rig);
       await deliver(engine.url, released);
       await deliver(engine.url, blocked);
       succeeded = (await settledEvent(engine, released.id!)).executions[0];
@@ -380,7 +372,7 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       const { status, error } = await errorOf(engine.admin(`/admin/actions/${succeeded.actions[0].id}/retry`, { method: 'POST' }));
       expect(status).toBe(409);
       expect(error.code).toBe('not_retryable');
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await quietEngine(engine);
       expect(sim.requests.length).toBe(posts);
       expect((await body(engine.admin(`/admin/executions/${succeeded.id}`))).actions[0]).toMatchObject({ status: 'succeeded', attempts: 1 });
     });
@@ -391,11 +383,14 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
       const res = await engine.admin(`/admin/actions/${failed.actions[0].id}/retry`, { method: 'POST' });
       expect(res.status).toBe(200);
       expect(await body(res)).toMatchObject({ id: failed.actions[0].id, status: 'pending' });
-      await waitFor(() => patches().length === 2, 10_000, 'the retried request');
-      const execution = await waitFor(async () => {
-        const x = await body(engine.admin(`/admin/executions/${failed.id}`));
-        return x.status === 'failed' && x;
-      });
+      await waitUntil(() => patches().length === 2, { timeoutMs: 10_000, what: 'the retried request' });
+      const execution = await waitUntil(
+        async () => {
+          const x = await body(engine.admin(`/admin/executions/${failed.id}`));
+          return x.status === 'failed' && x;
+        },
+        { what: `execution ${failed.id} to fail again` },
+      );
       expect(execution.actions[0]).toMatchObject({ status: 'failed', error: { code: 'not_found' } });
       expect(patches()[1].idempotencyKey).toBe(patches()[0].idempotencyKey);
     });

@@ -7,23 +7,21 @@ import { errorOf, sendJson, settledEvent } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
 import type { RunningEngine } from './support/engine.js';
 import { aTaskEvent, body, deliver } from './support/events.js';
-import { engineHarness, releaseReview, taskRule } from './support/rules-harness.js';
+import { useRig } from './support/fixture.js';
+import { releaseReview, taskRule, writes } from './support/rules-harness.js';
 
 const kinds = await databasesUnderTest('admin rule dry runs');
 
 describe.each(kinds)('the admin rules API on $name', (kind) => {
-  const { freshEngine, cleanUp, writes } = engineHarness(kind);
-  afterAll(cleanUp);
-
   describe('dry runs: test and backtest', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [releaseReview] } });
     let engine: RunningEngine;
     let sim: Simulator;
     const released = aTaskEvent('task.completed', { title: 'Release 2.0' });
     const other = aTaskEvent('task.completed', { title: 'Write docs' });
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine([releaseReview]));
+      ({ engine, sim } = rig);
     });
 
     async function nothingStored() {

@@ -5,33 +5,35 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSimulator } from '../src/simulator/simulator.js';
 import { allPages, errorOf, sendJson, settledEvent } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
-import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
-import { engineHarness, taskRule } from './support/rules-harness.js';
+import { rulesDir, type RunningEngine } from './support/engine.js';
+import { aTaskEvent, body, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { ids, taskRule, tasksTitled } from './support/rules-harness.js';
+import { waitUntil } from './support/wait.js';
 
 const kinds = await databasesUnderTest('admin rules lifecycle');
 
 describe.each(kinds)('the admin rules API on $name', (kind) => {
-  const { freshEngine, cleanUp, tasksTitled, ids, cleanups } = engineHarness(kind);
-  afterAll(cleanUp);
-
   describe('reloading RULES_DIR', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [] } });
     let engine: RunningEngine;
     let dir: string;
 
     beforeAll(async () => {
-      ({ engine, dir } = await freshEngine([]));
+      ({ engine } = rig);
+      dir = engine.config.rulesDir;
       writeFileSync(join(dir, 'changed.json'), JSON.stringify(taskRule('reload-changed', 'probe.reload', 'Old')));
       writeFileSync(join(dir, 'removed.json'), JSON.stringify(taskRule('reload-removed', 'probe.reload', 'Removed')));
       writeFileSync(join(dir, 'same.json'), JSON.stringify(taskRule('reload-same', 'probe.reload', 'Same')));
       await engine.admin('/admin/rules/reload', { method: 'POST' });
+      await waitUntil(async () => (await body(engine.admin('/admin/rules'))).items.length === 3, { timeoutMs: 5000, what: 'three rules' });
       // Let the watcher's own reload of these files pass, so the reload below sees only its own changes.
-      await waitFor(async () => (await body(engine.admin('/admin/rules'))).items.length === 3, 5000, 'three rules');
-      await new Promise((resolve) => setTimeout(resolve, 800));
+      await waitUntil(() => engine.logs.some((line) => line.includes('"rules reloaded after a file change"')), {
+        timeoutMs: 5000,
+        what: "the watcher's reload after the files were written (its log line)",
+      });
     });
 
     it('answers what was loaded, changed, removed and rejected', async () => {
@@ -59,39 +61,30 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
   });
 
   describe('across restarts on the same database', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind);
+
     it('keeps API rules', async () => {
-      const db = await kind.create();
-      const sim = await startSimulator({ seed: true });
       const dir = mkdtempSync(join(tmpdir(), 'engine-rules-'));
-      const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: dir };
-      cleanups.push(() => sim.close(), () => db.drop());
-      const first = await startEngine(env);
+      const first = await rig.start(dir);
       const created = await body(first.admin('/admin/rules', sendJson('POST', taskRule('api-durable', 'probe.durable', 'Durable'))));
       await first.stop();
 
-      const second = await startEngine(env);
-      cleanups.unshift(() => second.stop());
+      const second = await rig.start(dir);
       const rule = await body(second.admin('/admin/rules/api-durable'));
       expect(rule).toMatchObject({ id: 'api-durable', source: 'api', enabled: true, version: created.version });
       await deliver(second.url, aTaskEvent('probe.durable', { title: 'After restart' }));
-      await waitFor(() => tasksTitled(sim, 'Durable: After restart').length === 1, 10_000, 'the API rule to act after a restart');
+      await waitUntil(() => tasksTitled(rig.sim, 'Durable: After restart').length === 1, { what: 'the API rule to act after a restart' });
     });
 
     it('keeps a file rule disabled across a reload and a restart, and enabled again after that', async () => {
-      const db = await kind.create();
-      const sim = await startSimulator({ seed: true });
       const dir = rulesDir([taskRule('file-durable', 'probe.durable-file', 'Durable file')]);
-      const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: dir };
-      cleanups.push(() => sim.close(), () => db.drop());
-      const first = await startEngine(env);
+      const first = await rig.start(dir);
       expect((await first.admin('/admin/rules/file-durable/disable', { method: 'POST' })).status).toBe(200);
       expect((await first.admin('/admin/rules/reload', { method: 'POST' })).status).toBe(200);
       expect((await body(first.admin('/admin/rules/file-durable'))).enabled).toBe(false);
       await first.stop();
 
-      const second = await startEngine(env);
-      cleanups.unshift(() => second.stop());
+      const second = await rig.start(dir);
       expect((await body(second.admin('/admin/rules/file-durable'))).enabled).toBe(false);
       const ignored = aTaskEvent('probe.durable-file', { title: 'Off' });
       await deliver(second.url, ignored);
@@ -103,34 +96,29 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
       const acted = aTaskEvent('probe.durable-file', { title: 'On' });
       await deliver(second.url, acted);
       expect((await settledEvent(second, acted.id!)).status).toBe('processed');
-      expect(tasksTitled(sim, 'Durable file: On')).toHaveLength(1);
-      expect(tasksTitled(sim, 'Durable file: Off')).toHaveLength(0);
+      expect(tasksTitled(rig.sim, 'Durable file: On')).toHaveLength(1);
+      expect(tasksTitled(rig.sim, 'Durable file: Off')).toHaveLength(0);
     });
 
     it('keeps a file rule enabled by an operator when its file says enabled: false', async () => {
-      const db = await kind.create();
-      const sim = await startSimulator({ seed: true });
       const dir = rulesDir([taskRule('file-off', 'probe.file-off', 'File off', { enabled: false })]);
-      const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: dir };
-      cleanups.push(() => sim.close(), () => db.drop());
-      const first = await startEngine(env);
+      const first = await rig.start(dir);
       expect((await body(first.admin('/admin/rules/file-off'))).enabled).toBe(false);
       await first.admin('/admin/rules/file-off/enable', { method: 'POST' });
       await first.stop();
-      const second = await startEngine(env);
-      cleanups.unshift(() => second.stop());
+      const second = await rig.start(dir);
       await second.admin('/admin/rules/reload', { method: 'POST' });
       expect((await body(second.admin('/admin/rules/file-off'))).enabled).toBe(true);
     });
   });
 
   describe('pagination', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [taskRule('page-file', 'page.event', 'Paged')] } });
     let engine: RunningEngine;
     const delivered: string[] = [];
 
     beforeAll(async () => {
-      ({ engine } = await freshEngine([taskRule('page-file', 'page.event', 'Paged')]));
+      ({ engine } = rig);
       for (let i = 1; i <= 7; i++) {
         const res = await engine.admin('/admin/rules', sendJson('POST', taskRule(`page-rule-${i}`, 'page.unused', `Page ${i}`)));
         expect(res.status).toBe(201);

@@ -6,21 +6,20 @@ import type { Simulator } from '../src/simulator/simulator.js';
 import { errorOf, sendJson, settledEvent } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
 import { TEST_ADMIN_TOKEN, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
-import { engineHarness, releaseReview, taskRule } from './support/rules-harness.js';
+import { aTaskEvent, body, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { ids, releaseReview, taskRule, tasksTitled, writes } from './support/rules-harness.js';
+import { waitUntil } from './support/wait.js';
 
 const kinds = await databasesUnderTest('admin rules');
 
 describe.each(kinds)('the admin rules API on $name', (kind) => {
-  const { freshEngine, cleanUp, writes, tasksTitled, ids } = engineHarness(kind);
-  afterAll(cleanUp);
-
   describe('authentication', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [taskRule('file-probe', 'probe.file', 'File probe')] } });
     let engine: RunningEngine;
 
     beforeAll(async () => {
-      ({ engine } = await freshEngine([taskRule('file-probe', 'probe.file', 'File probe')]));
+      ({ engine } = rig);
     });
 
     const event = aTaskEvent('probe.file', { title: 'Refused' });
@@ -77,13 +76,13 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
   });
 
   describe('listing and reading rules', () => {
-    afterAll(cleanUp);
+    const fileRule = taskRule('file-probe', 'probe.file', 'File probe', { priority: 5 });
+    const rig = useRig(kind, { per: 'block', engine: { rules: [fileRule] } });
     let engine: RunningEngine;
     let sim: Simulator;
-    const fileRule = taskRule('file-probe', 'probe.file', 'File probe', { priority: 5 });
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine([fileRule]));
+      ({ engine, sim } = rig);
     });
 
     it('lists a file rule with its source, path, triggers, version and zero counts', async () => {
@@ -144,12 +143,12 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
   });
 
   describe('creating, replacing and deleting API rules', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [taskRule('file-owned', 'probe.file-owned', 'File owned')] } });
     let engine: RunningEngine;
     let sim: Simulator;
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine([taskRule('file-owned', 'probe.file-owned', 'File owned')]));
+      ({ engine, sim } = rig);
     });
 
     it('creates a rule (201) that the engine runs at once', async () => {
@@ -160,7 +159,7 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
       expect((await engine.admin('/admin/rules/api-created')).status).toBe(200);
       const event = aTaskEvent('probe.created', { title: 'New' });
       await deliver(engine.url, event);
-      await waitFor(() => tasksTitled(sim, 'Created: New').length === 1, 10_000, 'the API rule to act');
+      await waitUntil(() => tasksTitled(sim, 'Created: New').length === 1, { timeoutMs: 10_000, what: 'the API rule to act' });
     });
 
     it('refuses an action type with a typo, naming $.actions[0].type', async () => {
@@ -211,7 +210,7 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
       expect(replaced).toMatchObject({ id: 'api-replaced', source: 'api', definition: { id: 'api-replaced', ...withoutId } });
       expect(replaced.version).not.toBe(created.version);
       await deliver(engine.url, aTaskEvent('probe.replaced', { title: 'Swapped' }));
-      await waitFor(() => tasksTitled(sim, 'After: Swapped').length === 1, 10_000, 'the replaced rule to act');
+      await waitUntil(() => tasksTitled(sim, 'After: Swapped').length === 1, { timeoutMs: 10_000, what: 'the replaced rule to act' });
       expect(tasksTitled(sim, 'Before: Swapped')).toHaveLength(0);
     });
 
@@ -272,11 +271,11 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
   });
 
   describe('validating a rule', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [] } });
     let engine: RunningEngine;
 
     beforeAll(async () => {
-      ({ engine } = await freshEngine([]));
+      ({ engine } = rig);
     });
 
     it('answers valid for a good rule, and stores nothing', async () => {
@@ -313,12 +312,12 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
   });
 
   describe('enabling and disabling', () => {
-    afterAll(cleanUp);
+    const rig = useRig(kind, { per: 'block', engine: { rules: [taskRule('file-toggle', 'probe.toggle', 'Toggle')] } });
     let engine: RunningEngine;
     let sim: Simulator;
 
     beforeAll(async () => {
-      ({ engine, sim } = await freshEngine([taskRule('file-toggle', 'probe.toggle', 'Toggle')]));
+      ({ engine, sim } = rig);
     });
 
     it('does not run a disabled file rule, and runs it again once enabled', async () => {

@@ -6,19 +6,16 @@
  * once at the service. Deliveries that found the engine down are sent again, as
  * the service retries webhooks that got no answer.
  */
-import { existsSync } from 'node:fs';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { allPages } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, spawnEngine, type EngineProcess } from './support/engine.js';
-import { aTaskEvent, deliver, waitFor, type TestEvent } from './support/events.js';
-import { freePort } from './support/round-trip.js';
+import { allPages, quietEngine } from './support/admin.js';
+import { databasesUnderTest } from './support/databases.js';
+import { rulesDir, type EngineProcess } from './support/engine.js';
+import { aTaskEvent, deliver, type TestEvent } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 
 const BURST = 300;
 const SENDERS = 16;
 const PREFIX = 'Review: ';
-/** Jest applies its 5 s default to hooks unless told otherwise. */
-const SLOW = 30_000;
 
 const rule = {
   id: 'follow-up',
@@ -37,22 +34,27 @@ function killPoints(windows: Array<[number, number]>): number[] {
 
 /**
  * Delivers every event until each one is acknowledged (202 or 200 duplicate),
- * with `SENDERS` concurrent senders; a delivery that fails (the engine is down)
- * goes back in the queue. Calls `onAck` after each acknowledgement, and
- * `check` before each delivery (it throws to give up, e.g. when the engine
- * could not be started again).
+ * with `SENDERS` concurrent senders. A delivery that fails (the engine is down)
+ * goes back in the queue, and its sender waits for `engineUp` (the engine
+ * started again; it throws to give up, when it could not be) before it sends
+ * again, as the service retries a webhook that got no answer later. Calls
+ * `onAck` after each acknowledgement.
  */
-async function deliverAll(url: string, events: TestEvent[], acknowledged: Set<string>, onAck: () => void, check: () => void): Promise<void> {
+async function deliverAll(url: string, events: TestEvent[], acknowledged: Set<string>, onAck: () => void, engineUp: () => Promise<void>): Promise<void> {
   const queue = [...events];
   let inFlight = 0;
   await Promise.all(
     Array.from({ length: SENDERS }, async () => {
       for (;;) {
-        check();
         const event = queue.shift();
         if (!event) {
           if (inFlight === 0) return;
-          await new Promise((r) => setTimeout(r, 20)); // another sender's delivery may still fail and come back
+          // Another sender's delivery may still fail and come back.
+          await waitUntil(() => queue.length > 0 || inFlight === 0, {
+            timeoutMs: 60_000,
+            intervalMs: 20,
+            what: `the other senders to be acknowledged or to put their event back (${inFlight} in flight)`,
+          });
           continue;
         }
         inFlight++;
@@ -64,7 +66,7 @@ async function deliverAll(url: string, events: TestEvent[], acknowledged: Set<st
         } else {
           if (status !== 0) throw new Error(`delivery of ${event.id} answered ${status}`);
           queue.push(event);
-          await new Promise((r) => setTimeout(r, 50));
+          await engineUp();
         }
       }
     }),
@@ -74,35 +76,19 @@ async function deliverAll(url: string, events: TestEvent[], acknowledged: Set<st
 const kinds = await databasesUnderTest('crash');
 
 describe.each(kinds)('SIGKILL during a burst on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
-  let engine: EngineProcess | undefined;
-
-  beforeAll(() => {
-    if (!existsSync('dist/main.js')) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
-  });
-
-  beforeEach(async () => {
-    db = await kind.create();
-    // A little latency keeps action runs in flight when the kill comes.
-    sim = await startSimulator({ seed: true, latencyMs: 5 });
-  }, SLOW);
-
-  afterEach(async () => {
-    await engine?.kill();
-    await sim?.close();
-    await db?.drop();
-  }, SLOW);
+  // A little latency keeps action runs in flight when the kill comes.
+  const rig = useRig(kind, { simulator: { latencyMs: 5 } });
 
   /**
    * Runs the burst, SIGKILLing the engine at each kill point and starting it
    * again on the same database right away, then checks the outcome.
    */
   async function burstWithKills(points: number[]): Promise<void> {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]), LOG_LEVEL: 'warn' };
-    engine = await spawnEngine(env, port);
+    const sim = rig.sim;
+    const rules = rulesDir([rule]);
+    const env = { LOG_LEVEL: 'warn' };
+    let engine: EngineProcess = await rig.spawn(rules, env);
+    const { url, port } = engine;
     const events = Array.from({ length: BURST }, () => aTaskEvent('task.completed'));
     const acknowledged = new Set<string>();
     const pending = [...points];
@@ -114,27 +100,28 @@ describe.each(kinds)('SIGKILL during a burst on $name', (kind) => {
       if (pending.length === 0 || acknowledged.size < pending[0]) return;
       pending.shift();
       kills.push(acknowledged.size);
-      const victim = engine!;
+      const victim = engine;
       restarting = restarting.then(async () => {
         await victim.kill('SIGKILL');
-        engine = await spawnEngine(env, port);
+        engine = await rig.spawn(rules, env, port);
       }).catch((error: Error) => {
         restartFailed = error;
       });
     };
-    const check = () => {
+    const engineUp = async () => {
+      await restarting;
       if (restartFailed) throw restartFailed;
     };
     try {
-      await deliverAll(url, events, acknowledged, maybeKill, check);
-      await restarting;
-      check();
+      await deliverAll(url, events, acknowledged, maybeKill, engineUp);
+      await engineUp();
       expect(kills).toHaveLength(points.length);
       expect(acknowledged.size).toBe(BURST);
 
       const titles = () => [...sim.state.tasks.values()].map((t) => String(t.title)).filter((t) => t.startsWith(PREFIX));
-      await waitFor(() => new Set(titles()).size >= BURST, 60_000, `${BURST} follow-up tasks`);
-      await waitFor(async () => (await allPages(engine!, '/admin/events?status=received', 500)).items.length === 0, 20_000, 'every event evaluated');
+      await waitUntil(() => new Set(titles()).size >= BURST, { timeoutMs: 60_000, what: `${BURST} follow-up tasks` });
+      // Nothing left to evaluate, run or retry: the counts below are final.
+      await quietEngine(engine, 30_000);
 
       const counts = new Map<string, number>();
       for (const title of titles()) counts.set(title, (counts.get(title) ?? 0) + 1);
@@ -143,7 +130,7 @@ describe.each(kinds)('SIGKILL during a burst on $name', (kind) => {
       const effects = [...sim.effectsByIdempotencyKey];
       expect(effects.filter(([, n]) => n !== 1)).toEqual([]);
       expect(effects).toHaveLength(BURST);
-      expect((await allPages(engine!, '/admin/actions?status=failed', 500)).items).toEqual([]);
+      expect((await allPages(engine, '/admin/actions?status=failed', 500)).items).toEqual([]);
     } catch (error) {
       (error as Error).message += `\n(kill points ${points.join(', ')}; killed after ${kills.join(', ')} acknowledgements)`;
       throw error;

@@ -12,15 +12,15 @@
 import { createServer } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { signBody } from '../src/intake/signature.js';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { errorOf, sendJson, settledEvent } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
+import type { Simulator } from '../src/simulator/simulator.js';
+import { sendJson, settledEvent } from './support/admin.js';
+import { databasesUnderTest } from './support/databases.js';
+import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET, type RunningEngine } from './support/engine.js';
+import { aTaskEvent, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
 import { isWatched, SecretWatch, secretWatch } from './support/secret-watch.js';
+import { waitUntil } from './support/wait.js';
 
-/** Jest applies its 5 s default to hooks unless told otherwise. */
-const SLOW = 30_000;
 const KB = 1024;
 
 const kinds = await databasesUnderTest('hostile');
@@ -178,27 +178,21 @@ describe(SecretWatch.name, () => {
   });
 });
 
+/** A rule with nothing hostile about it: the engine must still do its work after each attack. */
+const normal = {
+  id: 'normal',
+  on: 'task.completed',
+  actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Normal: {{ event.id }}' } }],
+};
+
 describe.each(kinds)('hostile input on $name', (kind) => {
-  let db: TestDatabase;
+  const rig = useRig(kind, { per: 'block', engine: { rules: [normal], env: { LOG_LEVEL: 'info' } } });
   let sim: Simulator;
   let engine: RunningEngine;
 
-  beforeAll(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-    const normal = {
-      id: 'normal',
-      on: 'task.completed',
-      actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Normal: {{ event.id }}' } }],
-    };
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([normal]), LOG_LEVEL: 'info' });
-  }, SLOW);
-
-  afterAll(async () => {
-    await engine?.stop();
-    await sim?.close();
-    await db?.drop();
-  }, SLOW);
+  beforeAll(() => {
+    ({ sim, engine } = rig);
+  });
 
   /** Expects a normal event still to go all the way through to a task at the service. */
   async function stillWorks(): Promise<void> {
@@ -206,7 +200,7 @@ describe.each(kinds)('hostile input on $name', (kind) => {
     expect((await fetch(`${engine.url}/health/ready`)).status).toBe(200);
     const event = aTaskEvent('task.completed');
     expect((await deliver(engine.url, event)).status).toBe(202);
-    await waitFor(() => [...sim.state.tasks.values()].some((t) => t.title === `Normal: ${event.id}`), 10_000, 'the normal event to be acted on');
+    await waitUntil(() => [...sim.state.tasks.values()].some((t) => t.title === `Normal: ${event.id}`), { what: 'the normal event to be acted on' });
   }
 
   describe('templates that reach for what they must not', () => {

@@ -6,11 +6,13 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { sendJson, settledEvent } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
+import type { Simulator } from '../src/simulator/simulator.js';
+import { quietEngine, sendJson, settledEvent } from './support/admin.js';
+import { databasesUnderTest } from './support/databases.js';
+import type { RunningEngine } from './support/engine.js';
+import { aTaskEvent, body, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 
 function hotRule(titlePrefix: string) {
   return {
@@ -26,27 +28,21 @@ const PICKED_UP_MS = 5000;
 
 const kinds = await databasesUnderTest('hot reload');
 
+/** The folder starts with an unrelated rule only; hot.json is written while the engine runs. */
+const bystander = { id: 'bystander', on: 'task.bystander', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Bystander' } }] };
+
 describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
-  let db: TestDatabase;
+  const rig = useRig(kind, { per: 'block', engine: { rules: [bystander] } });
   let sim: Simulator;
   let engine: RunningEngine;
   let dir: string;
   let file: string;
   let v1Version: string;
 
-  beforeAll(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-    // The folder starts with an unrelated rule only; hot.json is written while the engine runs.
-    dir = rulesDir([{ id: 'bystander', on: 'task.bystander', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Bystander' } }] }]);
+  beforeAll(() => {
+    ({ sim, engine } = rig);
+    dir = engine.config.rulesDir;
     file = join(dir, 'hot.json');
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: dir });
-  });
-
-  afterAll(async () => {
-    await engine?.stop();
-    await sim?.close();
-    await db?.drop();
   });
 
   const titled = (prefix: string) =>
@@ -66,10 +62,9 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
 
   it('(a) picks up a new rule file without a restart and acts on it', async () => {
     writeFileSync(file, JSON.stringify(hotRule('Hot v1'), null, 2));
-    const listed = await waitFor(
+    const listed = await waitUntil(
       async () => (await body(engine.admin('/admin/rules'))).items.find((r: { id: string }) => r.id === 'hot-rule'),
-      PICKED_UP_MS,
-      'hot-rule in GET /admin/rules',
+      { timeoutMs: PICKED_UP_MS, what: 'hot-rule in GET /admin/rules' },
     );
     expect(listed).toMatchObject({ source: 'file', path: 'hot.json', enabled: true, triggers: ['task.hot'] });
     v1Version = listed.version;
@@ -82,10 +77,10 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
 
   it('(b) keeps the last good version while the file is not valid JSON, and says why', async () => {
     writeFileSync(file, '{ "id": "hot-rule", "on": "task.hot", ');
-    const kept = await waitFor(async () => {
+    const kept = await waitUntil(async () => {
       const rule = await hotRuleNow();
       return rule?.file_problems?.length > 0 && rule;
-    }, PICKED_UP_MS, 'file_problems on hot-rule');
+    }, { timeoutMs: PICKED_UP_MS, what: 'file_problems on hot-rule' });
     expect(kept).toMatchObject({ version: v1Version, source: 'file', path: 'hot.json' });
     expect(kept.file_problems).toEqual([{ path: '$', message: expect.stringMatching(/invalid JSON/) }]);
 
@@ -102,10 +97,10 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
   it('(b) keeps the last good version while the file holds an invalid rule, and says why', async () => {
     const invalid = { ...hotRule('Hot broken'), actions: [{ type: 'task.craete', params: { project_id: 'prj_1', title: 'Hot broken' } }] };
     writeFileSync(file, JSON.stringify(invalid, null, 2));
-    const kept = await waitFor(async () => {
+    const kept = await waitUntil(async () => {
       const rule = await hotRuleNow();
       return rule?.file_problems?.some((p: { path: string }) => p.path === '$.actions[0].type') && rule;
-    }, PICKED_UP_MS, 'the invalid action type in file_problems');
+    }, { timeoutMs: PICKED_UP_MS, what: 'the invalid action type in file_problems' });
     expect(kept.version).toBe(v1Version);
     expect(kept.definition).toEqual(hotRule('Hot v1'));
 
@@ -121,10 +116,10 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
 
   it('(c) uses the fixed file with its new title, and records the new version on executions', async () => {
     writeFileSync(file, JSON.stringify(hotRule('Hot v2'), null, 2));
-    const fixed = await waitFor(async () => {
+    const fixed = await waitUntil(async () => {
       const rule = await hotRuleNow();
       return rule && rule.version !== v1Version && rule.file_problems === undefined && rule;
-    }, PICKED_UP_MS, 'the fixed hot-rule');
+    }, { timeoutMs: PICKED_UP_MS, what: 'the fixed hot-rule' });
     expect(fixed.definition).toEqual(hotRule('Hot v2'));
 
     const detail = await fire('fixed');
@@ -144,14 +139,15 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
 
   it('(d) forgets the rule when its file is removed: gone from the list, events no longer matched', async () => {
     rmSync(file);
-    await waitFor(async () => (await engine.admin('/admin/rules/hot-rule')).status === 404, PICKED_UP_MS, 'hot-rule to be gone');
+    await waitUntil(async () => (await engine.admin('/admin/rules/hot-rule')).status === 404, { timeoutMs: PICKED_UP_MS, what: 'hot-rule to be gone' });
     const list = await body(engine.admin('/admin/rules'));
     expect(list.items.map((r: { id: string }) => r.id)).toEqual(['bystander']);
 
     const created = titled('Hot').length;
     const detail = await fire('after removal');
     expect(detail).toMatchObject({ status: 'ignored', rules: [], executions: [] });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Once the engine has nothing left to do, nothing more can reach the service: the count is final.
+    await quietEngine(engine);
     expect(titled('Hot')).toHaveLength(created);
   });
 
@@ -160,12 +156,12 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
     mkdirSync(sub, { recursive: true });
     try {
       writeFileSync(join(dir, 'same-name.json'), JSON.stringify({ ...hotRule('Top'), id: 'top-level', on: 'task.top' }));
-      await waitFor(async () => (await engine.admin('/admin/rules/top-level')).status === 200, PICKED_UP_MS, 'top-level to load');
+      await waitUntil(async () => (await engine.admin('/admin/rules/top-level')).status === 200, { timeoutMs: PICKED_UP_MS, what: 'top-level to load' });
       writeFileSync(join(sub, 'same-name.json'), '{ not json');
-      await waitFor(async () => {
+      await waitUntil(async () => {
         const report = await body(engine.admin('/admin/rules/reload', { method: 'POST' }));
         return report.rejected.some((p: { file: string }) => p.file.endsWith('team/same-name.json'));
-      }, PICKED_UP_MS, 'the broken team file to be rejected');
+      }, { timeoutMs: PICKED_UP_MS, what: 'the broken team file to be rejected' });
       // The problem is in team/same-name.json, not in the top-level file of the same name.
       expect(await body(engine.admin('/admin/rules/top-level'))).not.toHaveProperty('file_problems');
 
@@ -184,13 +180,13 @@ describe.each(kinds)('hot reload of RULES_DIR on $name', (kind) => {
     const apiRule = { id: 'hot-api', on: 'task.hot-api', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Hot api' } }] };
     expect((await engine.admin('/admin/rules', sendJson('POST', apiRule))).status).toBe(201);
     rmSync(join(dir, 'rule-0.json'));
-    await waitFor(async () => (await engine.admin('/admin/rules/bystander')).status === 404, PICKED_UP_MS, 'bystander to be gone');
+    await waitUntil(async () => (await engine.admin('/admin/rules/bystander')).status === 404, { timeoutMs: PICKED_UP_MS, what: 'bystander to be gone' });
     expect((await body(engine.admin('/admin/rules'))).items.map((r: { id: string }) => r.id)).toEqual(['hot-api']);
     writeFileSync(join(dir, 'hot.json'), JSON.stringify({ ...hotRule('Hot v3'), id: 'hot-api' }));
-    const report = await waitFor(async () => {
+    const report = await waitUntil(async () => {
       const answer = await body(engine.admin('/admin/rules/reload', { method: 'POST' }));
       return answer.rejected.length > 0 && answer;
-    }, PICKED_UP_MS, 'the clash to be reported');
+    }, { timeoutMs: PICKED_UP_MS, what: 'the clash to be reported' });
     // A file cannot take over an id the admin API owns: the file is rejected, the API rule stays.
     expect(report.rejected).toEqual([expect.objectContaining({ path: '$.id', message: expect.stringMatching(/admin API/) })]);
     expect(await body(engine.admin('/admin/rules/hot-api'))).toMatchObject({ source: 'api', definition: apiRule });

@@ -6,34 +6,24 @@
 import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { signBody } from '../src/intake/signature.js';
-import { databasesUnderTest, type DatabaseKindUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, TEST_ADMIN_TOKEN, TEST_SECRET, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor, type TestEvent } from './support/events.js';
+import { settledEvent } from './support/admin.js';
+import { databasesUnderTest, type DatabaseKindUnderTest } from './support/databases.js';
+import { TEST_ADMIN_TOKEN, TEST_SECRET, type RunningEngine } from './support/engine.js';
+import { aTaskEvent, body, deliver, type TestEvent } from './support/events.js';
+import { useRig } from './support/fixture.js';
 
 /** Nothing listens here: intake must not need the service. */
 const CLOSED_SERVICE = 'http://127.0.0.1:9/v1';
 const MiB = 1_048_576;
-/** Jest applies its 5 s default here (the e2e project's testTimeout is not honoured), too short for PostgreSQL set-up. */
+/** Jest applies its 5 s default here (the e2e project's testTimeout is not honoured), too short for a test that waits on PostgreSQL. */
 const SLOW = 30_000;
 
 const kinds = await databasesUnderTest('intake');
 
-/** One engine for the describe block it is called in, on a fresh database of `kind`. */
+/** One engine for the describe block it is called in, on a fresh database of `kind`, with no rules and no service. */
 function engineFor(kind: DatabaseKindUnderTest, env: Record<string, string> = {}): () => RunningEngine {
-  let db: TestDatabase | undefined;
-  let engine: RunningEngine | undefined;
-  beforeAll(async () => {
-    db = await kind.create();
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: CLOSED_SERVICE, RULES_DIR: rulesDir([]), ...env });
-  }, SLOW);
-  afterAll(async () => {
-    await engine?.stop();
-    await db?.drop();
-  }, SLOW);
-  return () => {
-    if (!engine) throw new Error('the engine did not start');
-    return engine;
-  };
+  const rig = useRig(kind, { per: 'block', simulator: false, engine: { env: { SERVICE_API_URL: CLOSED_SERVICE, ...env } } });
+  return () => rig.engine;
 }
 
 const sha256Hex = (text: string | Buffer) => createHash('sha256').update(text).digest('hex');
@@ -81,16 +71,6 @@ function deliverChunked(engineUrl: string, chunks: string[], signature: string):
   });
 }
 
-/** The stored event, once the engine has finished with it (no rules: it is ignored). */
-async function settled(engine: RunningEngine, id: string) {
-  return waitFor(async () => {
-    const res = await engine.admin(`/admin/events/${encodeURIComponent(id)}`);
-    if (res.status !== 200) return undefined;
-    const detail = await body(res);
-    return detail.status !== 'received' && detail;
-  }, 10_000, `event ${id} to be processed`);
-}
-
 describe.each(kinds)('POST /webhooks on $name', (kind) => {
   describe('with the default configuration', () => {
     const engine = engineFor(kind);
@@ -115,7 +95,7 @@ describe.each(kinds)('POST /webhooks on $name', (kind) => {
       it('accepts and stores a type no rule listens to', async () => {
         const event = aTaskEvent('invoice.paid');
         expect((await deliver(engine().url, event)).status).toBe(202);
-        expect(await settled(engine(), event.id!)).toMatchObject({ type: 'invoice.paid', status: 'ignored' });
+        expect(await settledEvent(engine(), event.id!)).toMatchObject({ type: 'invoice.paid', status: 'ignored' });
       }, SLOW);
     });
 
@@ -237,7 +217,7 @@ describe.each(kinds)('POST /webhooks on $name', (kind) => {
         const res = await deliver(engine().url, text);
         expect(res.status).toBe(202);
         expect(await body(res)).toEqual({ id, status: 'accepted' });
-        const detail = await settled(engine(), id);
+        const detail = await settledEvent(engine(), id);
         expect(detail).toMatchObject({ id, type: 'task.updated', resource: 'task:tsk_proto' });
         expect(({} as Record<string, unknown>).polluted).toBeUndefined();
         expect(Object.prototype.hasOwnProperty.call(detail.payload, '__proto__')).toBe(false);
@@ -262,7 +242,7 @@ describe.each(kinds)('POST /webhooks on $name', (kind) => {
         expect(await body(health)).toEqual({ status: 'ok' });
         const event = aTaskEvent('task.completed');
         expect((await deliver(engine().url, event)).status).toBe(202);
-        expect(await settled(engine(), event.id!)).toMatchObject({ id: event.id, type: 'task.completed', status: 'ignored' });
+        expect(await settledEvent(engine(), event.id!)).toMatchObject({ id: event.id, type: 'task.completed', status: 'ignored' });
       }, SLOW);
 
       it('never wrote the webhook secret or the admin token to its log', () => {

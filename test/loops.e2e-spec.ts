@@ -2,16 +2,18 @@
  * Loop protection end to end (SPEC section 6): the simulator reports every change
  * the engine makes with a signed webhook, exactly as the service does, so a rule
  * that reacts to the kind of change it makes feeds itself. Each test starts from
- * one change made by a person, lets everything run until nothing moves any more,
- * counts what happened, then waits a little longer to see that it stays so.
+ * one change made by a person, lets everything run until nothing moves any more
+ * (quiescence: nothing left on either side that could make another change),
+ * and counts what happened.
  */
 import type { Simulator } from '../src/simulator/simulator.js';
 import { allPages } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, type RunningEngine } from './support/engine.js';
+import { databasesUnderTest } from './support/databases.js';
+import type { RunningEngine } from './support/engine.js';
 import { body } from './support/events.js';
+import { useRig } from './support/fixture.js';
 import {
-  createTaskAsAPerson, engineRequests, quiescence, startRoundTrip, tasksCreatedByEngine, updateTaskAsAPerson, type RoundTrip, type RoundTripOptions,
+  createTaskAsAPerson, engineRequests, quiescence, tasksCreatedByEngine, updateTaskAsAPerson, type RoundTrip, type RoundTripOptions,
 } from './support/round-trip.js';
 
 /** task.created → create another task: every task it creates is reported as task.created again. */
@@ -52,25 +54,15 @@ function followUpStartedTasks(allowSelfTriggered: boolean) {
 const kinds = await databasesUnderTest('loops');
 
 describe.each(kinds)('loop protection on $name', (kind) => {
-  let db: TestDatabase;
-  let rig: RoundTrip | undefined;
+  const rig = useRig(kind, { simulator: false });
+  let both: RoundTrip;
   let engine: RunningEngine;
   let sim: Simulator;
 
   async function start(rules: unknown[], env: Record<string, string> = {}, options: RoundTripOptions = {}) {
-    rig = await startRoundTrip({ DATABASE_URL: db.url, RULES_DIR: rulesDir(rules), ...env }, options);
-    ({ engine, sim } = rig);
+    both = await rig.roundTrip(rules, env, options);
+    ({ engine, sim } = both);
   }
-
-  beforeEach(async () => {
-    db = await kind.create();
-  });
-
-  afterEach(async () => {
-    await rig?.stop();
-    rig = undefined;
-    await db.drop();
-  });
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   async function eventsOfType(type: string): Promise<any[]> {
@@ -87,19 +79,27 @@ describe.each(kinds)('loop protection on $name', (kind) => {
     return Number(line[1]);
   }
 
-  /** Nothing more happens after quiescence, even given time (a loop would go on). */
+  /**
+   * Nothing more can happen (a loop would go on): quiescence holds again, with
+   * the counts the test saw, every request answered and every webhook
+   * delivered. Quiet is a fixed point: with no webhook left to deliver and no
+   * event, execution or action run unfinished, nothing is left that could
+   * cause another change, so no waiting "a little longer" can show more.
+   */
   async function expectNothingMoreHappens() {
-    const before = { requests: sim.requests.length, webhooks: sim.webhooks.length, events: (await eventsOfType('task.created')).length };
-    await new Promise((r) => setTimeout(r, 1000));
-    await quiescence(rig!);
-    expect({ requests: sim.requests.length, webhooks: sim.webhooks.length, events: (await eventsOfType('task.created')).length }).toEqual(before);
+    const counts = async () => ({ requests: sim.requests.length, webhooks: sim.webhooks.length, events: (await eventsOfType('task.created')).length });
+    const before = await counts();
+    await quiescence(both);
+    expect(await counts()).toEqual(before);
+    expect(sim.requests.filter((r) => r.status === undefined)).toEqual([]);
+    expect(sim.webhooks.filter((w) => w.state !== 'delivered').map((w) => [w.event.type, w.state])).toEqual([]);
   }
 
   describe('a rule that creates a task on task.created', () => {
     it('acts once for a person’s task and ignores the event about the task it created itself', async () => {
       await start([copyNewTasks(false)]);
       const task = await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Plan the sprint' });
-      await quiescence(rig!);
+      await quiescence(both);
 
       const outside = await eventAbout('task.created', task.id);
       expect(outside).toMatchObject({ status: 'processed', depth: 0 });
@@ -122,7 +122,7 @@ describe.each(kinds)('loop protection on $name', (kind) => {
       await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Plan the sprint' });
       // If the engine mistakes its own task for a person's, it copies copies without end: give up waiting
       // after a while and let the assertions below show the chain.
-      await quiescence(rig!, 6000).catch(() => undefined);
+      await quiescence(both, 6000).catch(() => undefined);
 
       const created = await eventsOfType('task.created');
       expect(created.slice(0, 4).map((e) => [e.depth, e.status])).toEqual([[0, 'processed'], [1, 'ignored']]);
@@ -137,7 +137,7 @@ describe.each(kinds)('loop protection on $name', (kind) => {
       // change: the engine may copy once more, and the chain stops there.
       await start([copyNewTasks(false)], { SERVICE_TIMEOUT_MS: '300' }, { answerDelayMs: 600, slowAnswers: 1 });
       await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Plan the sprint' });
-      await quiescence(rig!, 15_000);
+      await quiescence(both, 15_000);
 
       const made = tasksCreatedByEngine(sim).filter((r) => !r.replayed);
       expect(made.length).toBeGreaterThanOrEqual(1);
@@ -150,7 +150,7 @@ describe.each(kinds)('loop protection on $name', (kind) => {
     it('feeds itself when allowed to, until the chain reaches MAX_CHAIN_DEPTH and is cut', async () => {
       await start([copyNewTasks(true)], { MAX_CHAIN_DEPTH: '3' });
       const task = await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Plan the sprint' });
-      await quiescence(rig!);
+      await quiescence(both);
 
       // One outside event, then three links of engine-caused events; the third is the last one acted on.
       const chain = await eventsOfType('task.created');
@@ -183,7 +183,7 @@ describe.each(kinds)('loop protection on $name', (kind) => {
     it('are cut with loop_blocked when both allow self-triggered events', async () => {
       await start([startNewTasks(true), followUpStartedTasks(true)], { MAX_CHAIN_DEPTH: '4' });
       const task = await createTaskAsAPerson(sim, { project_id: 'prj_2', title: 'Write the spec' });
-      await quiescence(rig!);
+      await quiescence(both);
 
       // person creates → A starts it → B follows up → A starts the follow-up → B follows up → cut.
       const created = await eventsOfType('task.created');
@@ -209,10 +209,10 @@ describe.each(kinds)('loop protection on $name', (kind) => {
 
       // A person creates a task: A starts it, and B ignores the update A caused.
       const created = await createTaskAsAPerson(sim, { project_id: 'prj_2', title: 'Write the spec' });
-      await quiescence(rig!);
+      await quiescence(both);
       // A person starts a task: B follows it up, and A ignores the task B created.
       await updateTaskAsAPerson(sim, 'tsk_1', { status: 'in_progress' });
-      await quiescence(rig!);
+      await quiescence(both);
 
       const ownUpdate = await eventAbout('task.updated', created.id);
       expect(ownUpdate).toMatchObject({ status: 'ignored', depth: 1 });

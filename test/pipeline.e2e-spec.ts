@@ -2,10 +2,12 @@
  * The main path end to end: a signed webhook in, a rule matched, the action's
  * request at the simulator, over real HTTP, on every database under test.
  */
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor } from './support/events.js';
+import { quietEngine, settledEvent } from './support/admin.js';
+import { databasesUnderTest } from './support/databases.js';
+import type { RunningEngine } from './support/engine.js';
+import { aTaskEvent, body, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 
 const followUp = {
   id: 'follow-up',
@@ -20,26 +22,14 @@ const followUp = {
 const kinds = await databasesUnderTest('pipeline');
 
 describe.each(kinds)('the main path on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
+  const rig = useRig(kind);
   let engine: RunningEngine;
 
-  async function start(env: Record<string, string> = {}, rules: unknown[] = [followUp]) {
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir(rules), ...env });
+  async function start() {
+    engine = await rig.start([followUp]);
   }
 
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-  });
-
-  afterEach(async () => {
-    await engine?.stop();
-    await sim.close();
-    await db.drop();
-  });
-
-  const createdTasks = () => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201);
+  const createdTasks = () => rig.sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201);
 
   it('creates the follow-up task at the service with the rendered title', async () => {
     await start();
@@ -47,14 +37,12 @@ describe.each(kinds)('the main path on $name', (kind) => {
     const res = await deliver(engine.url, event);
     expect(res.status).toBe(202);
     expect(await body(res)).toEqual({ id: event.id, status: 'accepted' });
-    const [request] = await waitFor(() => createdTasks().length === 1 && createdTasks(), 10_000, 'the follow-up task');
+    const [request] = await waitUntil(() => createdTasks().length === 1 && createdTasks(), { what: 'the follow-up task' });
     expect(request.body).toMatchObject({ project_id: 'prj_1', title: 'Review: Ship 1.0' });
     expect(request.idempotencyKey).toEqual(expect.any(String));
-    const detail = await waitFor(async () => {
-      const answer = await body(engine.admin(`/admin/events/${event.id}`));
-      return answer.executions?.[0]?.status === "succeeded" && answer;
-    });
+    const detail = await settledEvent(engine, event.id!);
     expect(detail.status).toBe('processed');
+    expect(detail.executions.map((x: { status: string }) => x.status)).toEqual(['succeeded']);
     expect(detail.rules[0]).toMatchObject({ rule: 'follow-up', outcome: 'matched' });
     expect(detail.executions[0].actions[0]).toMatchObject({ type: 'task.create', status: 'succeeded', attempts: 1 });
   });
@@ -63,10 +51,7 @@ describe.each(kinds)('the main path on $name', (kind) => {
     await start();
     const event = aTaskEvent('task.completed', { project_id: 'prj_2' });
     await deliver(engine.url, event);
-    const detail = await waitFor(async () => {
-      const answer = await body(engine.admin(`/admin/events/${event.id}`));
-      return answer.status !== "received" && answer;
-    });
+    const detail = await settledEvent(engine, event.id!);
     expect(detail.status).toBe('ignored');
     expect(detail.executions).toEqual([]);
     expect(detail.rules).toEqual([
@@ -86,8 +71,11 @@ describe.each(kinds)('the main path on $name', (kind) => {
     const again = await deliver(engine.url, event);
     expect(again.status).toBe(200);
     expect(await body(again)).toEqual({ id: event.id, status: 'duplicate' });
-    await waitFor(() => createdTasks().length === 1, 10_000, 'one task');
-    await new Promise((r) => setTimeout(r, 500));
-    expect(createdTasks()).toHaveLength(1);
+    const detail = await settledEvent(engine, event.id!);
+    // Once the engine has nothing left to do, nothing more can reach the service: the counts are final.
+    await quietEngine(engine);
+    expect(detail.executions).toHaveLength(1);
+    expect((await body(engine.admin('/admin/events'))).items.map((e: { id: string }) => e.id)).toEqual([event.id]);
+    expect(rig.sim.requests.map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual(['POST /v1/tasks 201']);
   });
 });

@@ -4,15 +4,15 @@
  * restart and with two engine processes sharing one PostgreSQL database; rules
  * added, removed, disabled and enabled at run time start and stop their ticks.
  * The rules tick every 2 seconds (a six-field expression), so each test sees a
- * few real ticks.
+ * few real ticks. That a rule stays silent is seen against a witness: a rule
+ * on the same schedule that stays enabled, so its ticks show the scheduler ran.
  */
-import { existsSync } from 'node:fs';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { allPages } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, spawnEngine, startEngine, type EngineProcess, type RunningEngine } from './support/engine.js';
-import { body, waitFor } from './support/events.js';
-import { freePort } from './support/round-trip.js';
+import { allPages, notYet } from './support/admin.js';
+import { databasesUnderTest } from './support/databases.js';
+import { rulesDir, type RunningEngine } from './support/engine.js';
+import { body } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 
 const TICK_MS = 2000;
 
@@ -57,52 +57,42 @@ function fireLogs(lines: string[]): Array<{ rule: string; scheduled_for: string;
 }
 
 const isTick = (iso: string) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/.test(iso) && new Date(iso).getUTCSeconds() % 2 === 0;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits until the witness has fired at two ticks after `since` (its ticks as
+ * `witnessTicks` reads them). A rule on the same schedule that wrongly fired
+ * at the first of them has stored its event long before the second, so the
+ * test can then look for such events and know it would see them.
+ */
+async function twoTicksAfter(since: string, witnessTicks: () => Promise<string[]> | string[]): Promise<void> {
+  await waitUntil(
+    async () => {
+      const ticks = (await witnessTicks()).filter((tick) => tick > since);
+      return ticks.length >= 2 || notYet(`the witness fired at ${ticks.length === 0 ? 'no tick' : ticks.join(', ')} since`);
+    },
+    { timeoutMs: 3 * TICK_MS + 2_000, what: `two ticks of the witness rule after ${since}` },
+  );
+}
 
 const kinds = await databasesUnderTest('schedules');
 
 describe.each(kinds)('cron rules on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
-  const engines: RunningEngine[] = [];
-  const processes: EngineProcess[] = [];
+  const rig = useRig(kind);
 
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-  });
-
-  afterEach(async () => {
-    for (const engine of engines.splice(0)) await engine.stop().catch(() => undefined);
-    for (const child of processes.splice(0)) await child.kill('SIGTERM');
-    await sim.close();
-    await db.drop();
-  });
-
-  async function start(rulesFolder: string): Promise<RunningEngine> {
-    const engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesFolder, LOG_LEVEL: 'debug' });
-    engines.push(engine);
-    return engine;
-  }
-
-  async function stop(engine: RunningEngine): Promise<void> {
-    engines.splice(engines.indexOf(engine), 1);
-    await engine.stop();
-  }
+  const start = (rulesFolder: string): Promise<RunningEngine> => rig.start(rulesFolder, { LOG_LEVEL: 'debug' });
 
   const tickTasks = (rule = 'tick') =>
-    sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && String((r.body as { title?: string }).title).startsWith(`${rule} `));
+    rig.sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && String((r.body as { title?: string }).title).startsWith(`${rule} `));
 
   /** Waits until every stored tick of `rule` is processed and has created its task. */
   async function settled(engine: Admin, rule = 'tick'): Promise<Fired[]> {
-    return waitFor(
+    return waitUntil(
       async () => {
         const fired = await firedEvents(engine, rule);
         const done = fired.every((e) => e.status === 'processed') && tickTasks(rule).length >= fired.length;
-        return done && fired;
+        return done ? fired : notYet(`${fired.filter((e) => e.status === 'processed').length} of ${fired.length} tick(s) processed, ${tickTasks(rule).length} task(s)`);
       },
-      15_000,
-      `the ticks of ${rule} to be acted on`,
+      { timeoutMs: 15_000, what: `the ticks of ${rule} to be acted on` },
     );
   }
 
@@ -123,7 +113,7 @@ describe.each(kinds)('cron rules on $name', (kind) => {
 
   it('fires once per tick, named by the tick, and acts once for each', async () => {
     const engine = await start(rulesDir([everyTwoSeconds()]));
-    await waitFor(async () => (await firedEvents(engine)).length >= 3, 10_000, 'three ticks');
+    await waitUntil(async () => (await firedEvents(engine)).length >= 3, { timeoutMs: 10_000, what: 'three ticks' });
     const disabled = await engine.admin('/admin/rules/tick/disable', { method: 'POST' });
     expect(disabled.status).toBe(200);
     const fired = await settled(engine);
@@ -139,49 +129,49 @@ describe.each(kinds)('cron rules on $name', (kind) => {
   });
 
   it('stops firing a disabled rule and starts again when it is enabled', async () => {
-    const engine = await start(rulesDir([everyTwoSeconds()]));
-    await waitFor(async () => (await firedEvents(engine)).length >= 1, 10_000, 'a first tick');
+    const engine = await start(rulesDir([everyTwoSeconds(), everyTwoSeconds('witness')]));
+    await waitUntil(async () => (await firedEvents(engine, 'tick')).length >= 1, { what: 'a first tick' });
     expect((await engine.admin('/admin/rules/tick/disable', { method: 'POST' })).status).toBe(200);
     const disabledAt = new Date().toISOString();
-    await sleep(2 * TICK_MS + 500);
-    const whileDisabled = await firedEvents(engine);
+    await twoTicksAfter(disabledAt, async () => (await firedEvents(engine, 'witness')).map((e) => e.scheduledFor));
+    const whileDisabled = await firedEvents(engine, 'tick');
     expect(whileDisabled.filter((e) => e.scheduledFor > disabledAt)).toEqual([]);
 
     expect((await engine.admin('/admin/rules/tick/enable', { method: 'POST' })).status).toBe(200);
     const enabledAt = new Date().toISOString();
-    await waitFor(async () => (await firedEvents(engine)).some((e) => e.scheduledFor > enabledAt), 10_000, 'a tick after enabling');
+    await waitUntil(async () => (await firedEvents(engine, 'tick')).some((e) => e.scheduledFor > enabledAt), { what: 'a tick after enabling' });
     expect((await engine.admin('/admin/rules/tick/disable', { method: 'POST' })).status).toBe(200);
     expectOnePerTick(await settled(engine));
   });
 
   it('starts firing a rule created through the admin API and stops when it is deleted', async () => {
-    const engine = await start(rulesDir([]));
+    const engine = await start(rulesDir([everyTwoSeconds('witness')]));
     const created = await engine.admin('/admin/rules', { method: 'POST', body: JSON.stringify(everyTwoSeconds('api-tick')) });
     expect(created.status).toBe(201);
-    await waitFor(async () => (await firedEvents(engine, 'api-tick')).length >= 2, 10_000, 'two ticks of the new rule');
+    await waitUntil(async () => (await firedEvents(engine, 'api-tick')).length >= 2, { timeoutMs: 10_000, what: 'two ticks of the new rule' });
 
     const deleted = await engine.admin('/admin/rules/api-tick', { method: 'DELETE' });
     expect([200, 204]).toContain(deleted.status);
     const deletedAt = new Date().toISOString();
-    await sleep(2 * TICK_MS + 500);
+    await twoTicksAfter(deletedAt, async () => (await firedEvents(engine, 'witness')).map((e) => e.scheduledFor));
     const fired = await firedEvents(engine, 'api-tick');
     expect(fired.filter((e) => e.scheduledFor > deletedAt)).toEqual([]);
     // Ticks stored before the deletion are still acted on with the rule as it was when they fired.
-    await waitFor(() => tickTasks('api-tick').length >= fired.length, 10_000, 'the ticks fired before the deletion to be acted on');
+    await waitUntil(() => tickTasks('api-tick').length >= fired.length, { timeoutMs: 10_000, what: 'the ticks fired before the deletion to be acted on' });
     expectOnePerTick(await firedEvents(engine, 'api-tick'), 'api-tick');
   });
 
   it('does not fire a tick twice when the engine restarts within a tick', async () => {
     const rules = rulesDir([everyTwoSeconds()]);
     const first = await start(rules);
-    await waitFor(async () => (await firedEvents(first)).length >= 1, 10_000, 'a first tick');
+    await waitUntil(async () => (await firedEvents(first)).length >= 1, { timeoutMs: 10_000, what: 'a first tick' });
     // Restart right after a tick: stop, then start again on the same database.
     const stoppedAt = Date.now();
-    await stop(first);
+    await first.stop();
     const second = await start(rules);
     const restartMs = Date.now() - stoppedAt;
     const restartedAt = new Date().toISOString();
-    await waitFor(async () => (await firedEvents(second)).filter((e) => e.scheduledFor > restartedAt).length >= 2, 10_000, 'two ticks after the restart');
+    await waitUntil(async () => (await firedEvents(second)).filter((e) => e.scheduledFor > restartedAt).length >= 2, { timeoutMs: 10_000, what: 'two ticks after the restart' });
     expect((await second.admin('/admin/rules/tick/disable', { method: 'POST' })).status).toBe(200);
     const fired = await settled(second);
 
@@ -200,15 +190,12 @@ describe.each(kinds)('cron rules on $name', (kind) => {
   const postgresOnly = kind.name === 'postgres' ? it : it.skip;
 
   postgresOnly('fires each tick once with two engine processes sharing the database', async () => {
-    if (!existsSync('dist/main.js')) throw new Error('dist/main.js is missing: run `npx nest build` first (npm test does)');
-    const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([everyTwoSeconds()]), LOG_LEVEL: 'debug' };
-    const [portA, portB] = [await freePort(), await freePort()];
-    processes.push(await spawnEngine(env, portA));
-    processes.push(await spawnEngine(env, portB));
-    const [a, b] = processes;
+    const rules = rulesDir([everyTwoSeconds()]);
+    const a = await rig.spawn(rules, { LOG_LEVEL: 'debug' });
+    const b = await rig.spawn(rules, { LOG_LEVEL: 'debug' });
     const bothUp = new Date().toISOString();
 
-    await waitFor(async () => (await firedEvents(a)).filter((e) => e.scheduledFor > bothUp).length >= 3, 15_000, 'three ticks with both running');
+    await waitUntil(async () => (await firedEvents(a)).filter((e) => e.scheduledFor > bothUp).length >= 3, { timeoutMs: 15_000, what: 'three ticks with both running' });
     const disabling = new Date().toISOString();
     // Each process is told: a disable reaches only the process that answers it (see the next test).
     expect((await a.admin('/admin/rules/tick/disable', { method: 'POST' })).status).toBe(200);
@@ -232,18 +219,17 @@ describe.each(kinds)('cron rules on $name', (kind) => {
   });
 
   postgresOnly('stops firing on every engine process when the rule is disabled through one of them', async () => {
-    if (!existsSync('dist/main.js')) throw new Error('dist/main.js is missing: run `npx nest build` first (npm test does)');
-    const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([everyTwoSeconds()]) };
-    processes.push(await spawnEngine(env, await freePort()));
-    processes.push(await spawnEngine(env, await freePort()));
-    const [a, b] = processes;
-    await waitFor(async () => (await firedEvents(a)).length >= 1, 10_000, 'a first tick');
+    // The witness's ticks in b's own log show that b's scheduler ran while the rule was disabled.
+    const rules = rulesDir([everyTwoSeconds(), everyTwoSeconds('witness')]);
+    const a = await rig.spawn(rules, { LOG_LEVEL: 'debug' });
+    const b = await rig.spawn(rules, { LOG_LEVEL: 'debug' });
+    await waitUntil(async () => (await firedEvents(a, 'tick')).length >= 1, { what: 'a first tick' });
 
     // An operator's call reaches one replica (whichever the load balancer picks).
     expect((await a.admin('/admin/rules/tick/disable', { method: 'POST' })).status).toBe(200);
     const disabledAt = new Date().toISOString();
-    await sleep(2 * TICK_MS + 500);
-    expect((await firedEvents(b)).filter((e) => e.scheduledFor > disabledAt).map((e) => e.id)).toEqual([]);
+    await twoTicksAfter(disabledAt, () => fireLogs(b.output).filter((l) => l.rule === 'witness').map((l) => l.scheduled_for));
+    expect((await firedEvents(b, 'tick')).filter((e) => e.scheduledFor > disabledAt).map((e) => e.id)).toEqual([]);
     expect((await body(b.admin('/admin/rules/tick'))).enabled).toBe(false);
   });
 });

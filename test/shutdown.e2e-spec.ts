@@ -9,20 +9,19 @@
  * in-process one drives `stopApp` and looks at the answers while it runs.
  */
 import { existsSync } from 'node:fs';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, spawnEngine, startEngine, type EngineProcess, type RunningEngine } from './support/engine.js';
-import { aTaskEvent, body, deliver, waitFor, type TestEvent } from './support/events.js';
-import { freePort } from './support/round-trip.js';
+import type { Simulator } from '../src/simulator/simulator.js';
+import { databasesUnderTest } from './support/databases.js';
+import { rulesDir } from './support/engine.js';
+import { aTaskEvent, body, deliver, type TestEvent } from './support/events.js';
+import { useRig } from './support/fixture.js';
 import { openDatabase } from './support/storage.js';
+import { waitUntil } from './support/wait.js';
 
 const PREFIX = 'Shutdown: ';
 /** Longer than a normal answer, shorter than SERVICE_TIMEOUT_MS (2 s): in flight when the signal comes. */
 const SLOW_ANSWER_MS = 1_500;
 /** How long the engine may take to stop by itself. */
 const EXIT_WITHIN_MS = 15_000;
-/** Jest applies its 5 s default to hooks unless told otherwise. */
-const SLOW = 30_000;
 
 const rule = {
   id: 'on-completion',
@@ -70,64 +69,50 @@ async function leftHeld(url: string): Promise<{ events: number; runs: number }> 
 const kinds = await databasesUnderTest('shutdown');
 
 describe.each(kinds)('SIGTERM during a burst on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
-  let engine: EngineProcess | undefined;
-
-  beforeAll(() => {
-    if (!existsSync('dist/main.js')) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
-  });
-
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true, latencyMs: 20 });
-  }, SLOW);
-
-  afterEach(async () => {
-    await engine?.kill();
-    await sim?.close();
-    await db?.drop();
-  }, SLOW);
+  const rig = useRig(kind, { simulator: { latencyMs: 20 } });
 
   it('refuses new webhooks, finishes what it holds, exits 0, and a restart completes the rest exactly once', async () => {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const env = { DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]), LOG_LEVEL: 'info' };
-    engine = await spawnEngine(env, port);
-    const child = engine.child;
+    const { sim, db } = rig;
+    const rules = rulesDir([rule]);
+    const env = { LOG_LEVEL: 'info' };
+    let engine = await rig.spawn(rules, env);
+    const { url, port, child } = engine;
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
       child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })),
     );
 
     const events = Array.from({ length: 160 }, () => aTaskEvent('task.completed'));
     const deliveries: Delivery[] = [];
-    let signalling = false;
+    /** Set by the sender that arranges the signal; settles once the signal is sent. */
+    let signal: Promise<void> | undefined;
     let signalledAt: number | undefined;
     let inFlightAtSignal: number[] = [];
     let next = 0;
+    const sendSignal = async () => {
+      // Requests the service is still answering when the signal comes: the engine must wait for them.
+      sim.setFaults({ script: [{ delayMs: SLOW_ANSWER_MS, count: 6, method: 'POST', pathPrefix: '/tasks' }] });
+      const held = await waitUntil(() => unanswered(sim).length > 0 && unanswered(sim), { timeoutMs: 5_000, what: 'a slow request in flight' });
+      inFlightAtSignal = held.map((r) => r.seq);
+      signalledAt = Date.now();
+      child.kill('SIGTERM');
+    };
     const senders = Array.from({ length: 8 }, async () => {
       while (next < events.length) {
         // While one sender arranges the signal, the others hold their deliveries for after it.
-        while (signalling && signalledAt === undefined) await new Promise((r) => setTimeout(r, 10));
+        if (signal) await signal;
         if (next >= events.length) break;
         const event = events[next++];
         const delivery = await deliverAndRecord(url, event, signalledAt !== undefined);
         deliveries.push(delivery);
         const acknowledged = deliveries.filter((d) => d.status === 202).length;
-        if (acknowledged >= 60 && !signalling) {
-          signalling = true;
-          // Requests the service is still answering when the signal comes: the engine must wait for them.
-          sim.setFaults({ script: [{ delayMs: SLOW_ANSWER_MS, count: 6, method: 'POST', pathPrefix: '/tasks' }] });
-          inFlightAtSignal = (await waitFor(() => unanswered(sim).length > 0 && unanswered(sim), 5_000, 'a slow request in flight')).map((r) => r.seq);
-          signalledAt = Date.now();
-          child.kill('SIGTERM');
-        }
+        if (acknowledged >= 60 && !signal) await (signal = sendSignal());
         // Keep delivering at a pace while it stops, as the service would.
         if (signalledAt !== undefined) await new Promise((r) => setTimeout(r, 20));
       }
     });
     await Promise.all(senders);
-    const exit = await Promise.race([exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the engine did not exit by itself')), EXIT_WITHIN_MS))]);
+    const notExited = () => new Error(`the engine did not exit by itself within ${EXIT_WITHIN_MS} ms of SIGTERM; its last output:\n${engine.output.slice(-10).join('')}`);
+    const exit = await Promise.race([exited, new Promise<never>((_, reject) => setTimeout(() => reject(notExited()), EXIT_WITHIN_MS).unref())]);
     expect(signalledAt).toBeDefined();
     expect({ code: exit.code, signal: exit.signal }).toEqual({ code: 0, signal: null });
     expect(exit.at - signalledAt!).toBeLessThan(EXIT_WITHIN_MS);
@@ -149,7 +134,7 @@ describe.each(kinds)('SIGTERM during a burst on $name', (kind) => {
     if (kind.name === 'sqlite') expect(existsSync(`${db.url.slice('sqlite:'.length)}-wal`)).toBe(false);
 
     // Started again on the same database, it has every acknowledged event, and the service resends the rest.
-    engine = await spawnEngine(env, port);
+    engine = await rig.spawn(rules, env, port);
     for (const d of deliveries.filter((d) => d.status === 202)) {
       expect((await engine.admin(`/admin/events/${d.id}`)).status).toBe(200);
     }
@@ -158,7 +143,7 @@ describe.each(kinds)('SIGTERM during a burst on $name', (kind) => {
       const res = await deliver(url, event);
       expect(res.status).toBe(202); // never stored before: not a duplicate
     }
-    await waitFor(() => tasksBy(sim).size >= events.length, 30_000, 'a task for every event');
+    await waitUntil(() => tasksBy(sim).size >= events.length, { timeoutMs: 30_000, what: 'a task for every event' });
     const counts = tasksBy(sim);
     expect(events.filter((e) => counts.get(e.id!) !== 1).map((e) => e.id)).toEqual([]);
     const effects = [...sim.effectsByIdempotencyKey];
@@ -167,50 +152,32 @@ describe.each(kinds)('SIGTERM during a burst on $name', (kind) => {
   }, 90_000);
 
   it('stops at once on SIGINT when it has nothing to do', async () => {
-    const port = await freePort();
-    engine = await spawnEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]) }, port);
+    const engine = await rig.spawn([rule]);
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      engine!.child.once('exit', (code, signal) => resolve({ code, signal })),
+      engine.child.once('exit', (code, signal) => resolve({ code, signal })),
     );
     const started = Date.now();
     engine.child.kill('SIGINT');
     expect(await exited).toEqual({ code: 0, signal: null });
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(await leftHeld(db.url)).toEqual({ events: 0, runs: 0 });
+    expect(await leftHeld(rig.db.url)).toEqual({ events: 0, runs: 0 });
   }, 30_000);
 });
 
 describe.each(kinds)('stopApp in this process on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
-  let engine: RunningEngine | undefined;
-
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-  }, SLOW);
-
-  afterEach(async () => {
-    await engine?.stop();
-    await sim?.close();
-    await db?.drop();
-  }, SLOW);
-
-  const start = async () => {
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]) });
-    return engine;
-  };
+  const rig = useRig(kind);
 
   it('answers 503 shutting_down while it finishes the action in flight, then lets go of the port', async () => {
-    const running = await start();
+    const sim = rig.sim;
+    const rules = rulesDir([rule]);
+    const running = await rig.start(rules);
     sim.setFaults({ script: [{ delayMs: SLOW_ANSWER_MS, method: 'POST', pathPrefix: '/tasks' }] });
     const first = aTaskEvent('task.completed');
     expect((await deliver(running.url, first)).status).toBe(202);
-    await waitFor(() => unanswered(sim).length === 1, 5_000, 'the action to be in flight');
+    await waitUntil(() => unanswered(sim).length === 1, { timeoutMs: 5_000, what: 'the action to be in flight' });
 
     const started = Date.now();
     const stopping = running.stop();
-    engine = undefined; // stopped here, not by afterEach
     const late = aTaskEvent('task.completed');
     const refused = await deliver(running.url, late);
     expect(refused.status).toBe(503);
@@ -223,7 +190,7 @@ describe.each(kinds)('stopApp in this process on $name', (kind) => {
     await expect(fetch(`${running.url}/health`)).rejects.toThrow();
 
     // On the same database, the event that was in flight is finished, and the refused one was never stored.
-    const again = await start();
+    const again = await rig.start(rules);
     const detail = await body(again.admin(`/admin/events/${first.id}`));
     expect(detail.status).toBe('processed');
     expect(detail.executions.map((x: { status: string }) => x.status)).toEqual(['succeeded']);

@@ -4,11 +4,12 @@
  * the reason in each event's explanation. Events arrive concurrently, as a burst
  * from the service would, on every database under test.
  */
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
 import { allPages, settledEvent } from './support/admin.js';
-import { databasesUnderTest, type TestDatabase } from './support/databases.js';
-import { rulesDir, startEngine, type RunningEngine } from './support/engine.js';
+import { databasesUnderTest } from './support/databases.js';
+import type { RunningEngine } from './support/engine.js';
 import { aTaskEvent, deliver, type TestEvent } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
 
 function reviewCompletedTasks(throttle: Record<string, unknown>) {
   return {
@@ -25,29 +26,16 @@ const perProject = reviewCompletedTasks({ limit: 2, windowSeconds: 60, key: '{{ 
 const kinds = await databasesUnderTest('throttle');
 
 describe.each(kinds)('throttled rules on $name', (kind) => {
-  let db: TestDatabase;
-  let sim: Simulator;
+  const rig = useRig(kind);
   let engine: RunningEngine | undefined;
 
-  beforeEach(async () => {
-    db = await kind.create();
-    sim = await startSimulator({ seed: true });
-  });
-
-  afterEach(async () => {
-    await engine?.stop();
-    engine = undefined;
-    await sim.close();
-    await db.drop();
-  });
-
   async function start(rule: unknown) {
-    engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]) });
+    engine = await rig.start([rule]);
     return engine;
   }
 
   const reviewsAt = (projectId: string) =>
-    sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && (r.body as { project_id?: string }).project_id === projectId);
+    rig.sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && (r.body as { project_id?: string }).project_id === projectId);
 
   async function deliverAll(events: TestEvent[]) {
     const answers = await Promise.all(events.map((e) => deliver(engine!.url, e)));
@@ -108,7 +96,13 @@ describe.each(kinds)('throttled rules on $name', (kind) => {
     await start(reviewCompletedTasks({ limit: 1, windowSeconds: 1, key: '{{ event.data.task.project_id }}' }));
     const [first, second] = await deliverAll([aTaskEvent('task.completed'), aTaskEvent('task.completed')]);
     expect([first.rules[0].outcome, second.rules[0].outcome].sort()).toEqual(['matched', 'throttled']);
-    await new Promise((r) => setTimeout(r, 1200));
+    // The window counts the executions created in the last windowSeconds: it has passed once the matched one is older.
+    const counted = [first, second].find((e) => e.rules[0].outcome === 'matched')!.executions[0];
+    const windowEnds = Date.parse(counted.created_at) + 1_000;
+    await waitUntil(() => Date.now() > windowEnds, {
+      timeoutMs: 2_000,
+      what: `the 1 s window of execution ${counted.id} (created ${counted.created_at}) to pass`,
+    });
     const [third] = await deliverAll([aTaskEvent('task.completed')]);
     expect(third.rules[0].outcome).toBe('matched');
     expect(reviewsAt('prj_1')).toHaveLength(2);

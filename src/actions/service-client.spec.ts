@@ -1,30 +1,56 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { ManualClock } from '../../test/support/storage.js';
 import { loadConfig } from '../config/config.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { buildRequest } from './service-operations.js';
 import { ServiceClient, USER_AGENT } from './service-client.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 
+interface Seen {
+  req: IncomingMessage;
+  body: string;
+  /** When the request arrived, on the clock the service was given. */
+  at: number;
+}
+
 /** A real HTTP server standing in for the service, answering as `handler` says. */
-async function service(handler: Handler): Promise<{ url: string; seen: Array<{ req: IncomingMessage; body: string; at: number }>; close(): Promise<void> }> {
-  const seen: Array<{ req: IncomingMessage; body: string; at: number }> = [];
+async function service(handler: Handler, now: () => number = Date.now): Promise<{ url: string; seen: Seen[]; close(): Promise<void> }> {
+  const seen: Seen[] = [];
   const server: Server = createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      seen.push({ req, body, at: Date.now() });
+      seen.push({ req, body, at: now() });
       handler(req, res, body);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((r) => server.close(() => r())) };
+  const close = () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r())));
+  return { url: `http://127.0.0.1:${port}`, seen, close };
 }
 
-function clientFor(url: string, env: Record<string, string> = {}) {
+function clientFor(url: string, env: Record<string, string> = {}, clock: Clock = systemClock) {
   const config = loadConfig({ SERVICE_API_URL: url, SERVICE_API_KEY: 'ac_test_client_spec_key', SERVICE_TIMEOUT_MS: '300', ...env }, () => 'x'.repeat(20));
-  return new ServiceClient(config, systemClock);
+  return new ServiceClient(config, clock);
+}
+
+/**
+ * A client on a clock the test moves, whose rate budget waits by moving that
+ * clock instead of sleeping (RateBudget.acquire takes the sleep to use): every
+ * hold is recorded in `held`, and takes no time.
+ */
+function clientOnManualClock(url: string, clock = new ManualClock()) {
+  const client = clientFor(url, {}, clock);
+  const held: number[] = [];
+  const acquire = client.budget.acquire.bind(client.budget);
+  client.budget.acquire = () =>
+    acquire(async (ms) => {
+      held.push(ms);
+      clock.advance(ms);
+    });
+  return { client, held };
 }
 
 const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -63,10 +89,15 @@ describe(ServiceClient.name, () => {
       await svc.close();
     });
 
-    it('reports a timeout when the service does not answer in SERVICE_TIMEOUT_MS', async () => {
-      const svc = await service((_req, res) => setTimeout(() => json(res, 200, {}), 1_000));
+    it('reports a timeout, and gives up the request, when the service does not answer in SERVICE_TIMEOUT_MS', async () => {
+      // The service never answers; it only notes when the client goes away.
+      let clientGone: () => void = () => undefined;
+      const gone = new Promise<void>((resolve) => (clientGone = resolve));
+      const svc = await service((_req, res) => res.on('close', () => clientGone()));
       const outcome = await clientFor(svc.url).send(buildRequest('tasks.list'));
-      expect(outcome).toMatchObject({ ok: false, kind: 'timeout', code: 'timeout' });
+      expect(outcome).toEqual({ ok: false, kind: 'timeout', code: 'timeout', message: 'no answer within 300 ms' });
+      await gone; // the client aborted the request: the connection closed with no answer written
+      expect(svc.seen).toHaveLength(1);
       await svc.close();
     });
 
@@ -79,22 +110,31 @@ describe(ServiceClient.name, () => {
   describe('the rate limit the service announces', () => {
     it('holds every further call after X-RateLimit-Remaining: 0 until Retry-After has passed', async () => {
       let calls = 0;
-      const svc = await service((_req, res) => json(res, 200, {}, calls++ === 0 ? { 'X-RateLimit-Remaining': '0', 'Retry-After': '1' } : { 'X-RateLimit-Remaining': '99' }));
-      const client = clientFor(svc.url);
+      const clock = new ManualClock();
+      const svc = await service(
+        (_req, res) => json(res, 200, {}, calls++ === 0 ? { 'X-RateLimit-Remaining': '0', 'Retry-After': '1' } : { 'X-RateLimit-Remaining': '99' }),
+        () => clock.now().getTime(),
+      );
+      const { client, held } = clientOnManualClock(svc.url, clock);
       await client.send(buildRequest('tasks.list'));
       expect(client.lastRemaining).toBe(0);
+      expect(client.budget.pausedUntil()).toBe(clock.now().getTime() + 1_000);
       await client.send(buildRequest('tasks.list'));
-      expect(svc.seen[1].at - svc.seen[0].at).toBeGreaterThanOrEqual(950);
+      expect(held).toEqual([1_000]);
+      expect(svc.seen.map((s) => s.at - svc.seen[0].at)).toEqual([0, 1_000]);
       expect(client.lastRemaining).toBe(99);
+      expect(client.budget.pausedUntil()).toBeUndefined();
       await svc.close();
     });
 
     it('does not hold calls while the service still has quota', async () => {
       const svc = await service((_req, res) => json(res, 200, {}, { 'X-RateLimit-Remaining': '5' }));
-      const client = clientFor(svc.url);
-      const started = Date.now();
+      const { client, held } = clientOnManualClock(svc.url);
       for (let i = 0; i < 5; i++) await client.send(buildRequest('tasks.list'));
-      expect(Date.now() - started).toBeLessThan(900);
+      expect(held).toEqual([]);
+      expect(svc.seen).toHaveLength(5);
+      expect(client.budget.pausedUntil()).toBeUndefined();
+      expect(client.lastRemaining).toBe(5);
       await svc.close();
     });
   });

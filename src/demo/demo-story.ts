@@ -11,6 +11,7 @@ import type { SignatureScheme } from '../intake/signature.js';
 import type { Simulator, WebhookLogEntry } from '../simulator/simulator.js';
 import type { AdminEvent, StepRecord, Trigger } from './demo-report.js';
 import { postSignedEvent, readEventFile } from '../cli/send-event.js';
+import { waitUntil } from '../wait.js';
 
 export interface DemoWorld {
   sim: Simulator;
@@ -42,8 +43,6 @@ export interface StoryStep {
 const FINAL_RUN_STATES = new Set(['succeeded', 'failed', 'skipped']);
 const POLL_MS = 50;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Processed, and every execution and action run of it finished (retries would still be pending). */
 export function isSettled(event: AdminEvent): boolean {
   return (
@@ -74,7 +73,9 @@ async function serviceRequest(world: DemoWorld, method: string, path: string, bo
 
 /** The webhooks a change at the simulator produced; it logs them as its answer goes out, so they are normally there already. */
 async function webhooksSince(world: DemoWorld, before: number): Promise<Trigger[]> {
-  for (let i = 0; i < 20 && world.sim.webhooks.length === before; i++) await sleep(POLL_MS);
+  const appeared = () => world.sim.webhooks.length > before;
+  // None after a second is an answer too: the step then reports that nothing was sent.
+  await waitUntil(appeared, { timeoutMs: 1_000, intervalMs: POLL_MS, what: 'a webhook' }).catch(() => undefined);
   return world.sim.webhooks.slice(before).map((w) => ({ eventId: w.event.id, type: w.event.type }));
 }
 
@@ -144,6 +145,14 @@ export const STORY: StoryStep[] = [
   },
 ];
 
+/** The events a step caused: its triggers and every webhook delivered since, less those lost for good. */
+function eventIdsOf(sent: readonly WebhookLogEntry[], triggers: readonly Trigger[]): string[] {
+  const delivered = sent.filter((w) => w.state === 'delivered').map((w) => w.event.id);
+  // A delivery that failed for good never reaches the engine; the report says so.
+  const lost = new Set(sent.filter((w) => w.state === 'failed' || w.state === 'skipped').map((w) => w.event.id));
+  return [...new Set([...triggers.map((t) => t.eventId), ...delivered])].filter((id) => !lost.has(id));
+}
+
 /**
  * Waits until every event of the step is settled at the engine, the simulator
  * has nothing left to send (workflow runs finish on a timer) and no new
@@ -157,32 +166,29 @@ export async function settle(
 ): Promise<{ events: Map<string, AdminEvent>; webhooks: WebhookLogEntry[]; problem?: string }> {
   const events = new Map<string, AdminEvent>();
   const settled = new Set<string>();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  let open: string[] = [];
+  const isDone = async (): Promise<boolean> => {
     const seen = world.sim.webhooks.length;
     // waitForIdle(0) answers at once: resolved when idle, rejected when not.
     const simIdle = world.sim.waitForIdle(0).then(() => true, () => false);
     const sent = world.sim.webhooks.slice(since);
-    const delivered = sent.filter((w) => w.state === 'delivered').map((w) => w.event.id);
-    // A delivery that failed for good never reaches the engine; the report says so.
-    const lost = new Set(sent.filter((w) => w.state === 'failed' || w.state === 'skipped').map((w) => w.event.id));
-    const ids = [...new Set([...triggers.map((t) => t.eventId), ...delivered])].filter((id) => !lost.has(id));
-    const pending = sent.some((w) => w.state === 'pending');
-    for (const id of ids) {
-      if (settled.has(id)) continue;
+    const ids = eventIdsOf(sent, triggers);
+    for (const id of ids.filter((i) => !settled.has(i))) {
       const event = await adminEvent(world, id);
-      if (event === undefined) continue;
-      events.set(id, event);
-      if (isSettled(event)) settled.add(id);
+      if (event !== undefined) events.set(id, event);
+      if (event !== undefined && isSettled(event)) settled.add(id);
     }
-    const done = settled.size === ids.length && !pending && (await simIdle) && world.sim.webhooks.length === seen;
-    if (done) return { events, webhooks: world.sim.webhooks.slice(since) };
-    if (Date.now() > deadline) {
-      const open = ids.filter((id) => !settled.has(id));
-      const what = open.length > 0 ? `events still in progress: ${open.join(', ')}` : 'the simulator to finish';
-      return { events, webhooks: world.sim.webhooks.slice(since), problem: `timed out after ${timeoutMs} ms waiting for ${what}` };
-    }
-    await sleep(POLL_MS);
+    open = ids.filter((id) => !settled.has(id));
+    return open.length === 0 && !sent.some((w) => w.state === 'pending') && (await simIdle) && world.sim.webhooks.length === seen;
+  };
+  try {
+    await waitUntil(isDone, { timeoutMs, intervalMs: POLL_MS, what: 'the step to settle' });
+    return { events, webhooks: world.sim.webhooks.slice(since) };
+  } catch (error) {
+    const what = open.length > 0 ? `events still in progress: ${open.join(', ')}` : 'the simulator to finish';
+    const cause = (error as Error).cause;
+    const why = cause === undefined ? '' : ` (last error: ${cause instanceof Error ? cause.message : String(cause)})`;
+    return { events, webhooks: world.sim.webhooks.slice(since), problem: `timed out after ${timeoutMs} ms waiting for ${what}${why}` };
   }
 }
 

@@ -18,6 +18,7 @@ import { loadConfig, secretsOf, type EngineConfig } from '../config/config.js';
 import { JsonLogger, Redactor } from '../observability/json-logger.js';
 import { startSimulator, type Simulator } from '../simulator/simulator.js';
 import { colors, isEntryFile, plural, processContext, type CliContext } from '../cli/cli-output.js';
+import { waitUntil } from '../wait.js';
 import { renderStep } from './demo-report.js';
 import { playStep, STORY, type DemoWorld } from './demo-story.js';
 
@@ -136,14 +137,9 @@ export async function startDemo(env: CliContext['env'], log: (line: string) => v
   }
 }
 
-async function waitUntilReady(engineUrl: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await fetch(`${engineUrl}/health/ready`).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`the engine at ${engineUrl} was not ready within ${timeoutMs / 1000} s`);
+function waitUntilReady(engineUrl: string, timeoutMs = 15_000): Promise<unknown> {
+  const ready = () => fetch(`${engineUrl}/health/ready`).then((r) => r.ok);
+  return waitUntil(ready, { timeoutMs, what: `the engine at ${engineUrl} to be ready` });
 }
 
 async function rulesLoaded(engineUrl: string): Promise<string> {

@@ -15,6 +15,7 @@ import type { FaultSettings, Faults } from './simulator.faults.js';
 import { answerFromError, errorAnswer, send } from './simulator.http.js';
 import type { SimulatorState } from './simulator.state.js';
 import type { WebhookEvent, WebhookLogEntry } from './simulator.webhooks.js';
+import { waitUntil } from '../wait.js';
 
 export type { SimulatorOptions, RequestLogEntry } from './simulator.core.js';
 export type { FaultSettings, Faults, ScriptEntry } from './simulator.faults.js';
@@ -50,15 +51,8 @@ export interface Simulator {
 
 const POLL_MS = 5;
 
-/** Polling keeps the waits independent of how each part signals progress. */
-async function until<T>(check: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const result = check();
-    if (result !== undefined && result !== false) return result;
-    if (Date.now() > deadline) throw new Error(`simulator: timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
+function until<T>(check: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
+  return waitUntil(check, { timeoutMs, intervalMs: POLL_MS, what: `the simulator's ${what}` });
 }
 
 function dispatch(core: SimulatorCore) {

@@ -31,16 +31,13 @@ import { ApiRulesService } from '../../src/rules/api-rules.service.js';
 import { RuleRegistry } from '../../src/rules/rule-registry.service.js';
 import type { LoadedRule } from '../../src/rules/rule.types.js';
 import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
+import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './secrets.js';
 import { ManualClock, openDatabase } from './storage.js';
 
-/*
- * Not imported from engine.ts/events.ts: those import secret-watch.ts, which
- * imports engine.ts back and, outside the e2e project's set-up, reads
- * TEST_SECRET before engine.ts has defined it.
- */
-export const CORE_SECRET = 'whsec_core_secret_value_1234';
-const API_KEY = 'ac_test_core_key_abcdef123456';
-const ADMIN_TOKEN = 'admin_token_for_core_0123456789';
+/** The core services run with the same secrets as the end-to-end engines. */
+export const CORE_SECRET = TEST_SECRET;
+const API_KEY = TEST_API_KEY;
+const ADMIN_TOKEN = TEST_ADMIN_TOKEN;
 
 /** A task event as the service sends it; `task` fields override the defaults. */
 export function taskEvent(type: string, task: Record<string, unknown> = {}): EventEnvelope {

@@ -5,7 +5,7 @@
  * PostgreSQL database that is dropped afterwards. With REQUIRE_POSTGRES=1 (as
  * .ci/run sets) an unreachable PostgreSQL fails the run instead of being skipped.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -23,16 +23,20 @@ export interface DatabaseKindUnderTest {
 
 const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/** A fresh SQLite file in a temp folder of its own (`<prefix>XXXXXX`); drop() removes the folder. */
+export function createSqliteDatabase(prefix = 'engine-test-'): TestDatabase {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { url: `sqlite:${join(dir, 'engine.sqlite')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 const sqlite: DatabaseKindUnderTest = {
   name: 'sqlite',
-  async create() {
-    const dir = mkdtempSync(join(tmpdir(), 'engine-test-'));
-    return { url: `sqlite:${join(dir, 'engine.sqlite')}`, drop: async () => undefined };
-  },
+  create: async () => createSqliteDatabase(),
 };
 
-async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 });
+/** A short-lived client of the PostgreSQL server or database at `url`. */
+export async function withPostgresClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   await client.connect();
   try {
     return await work(client);
@@ -41,18 +45,25 @@ async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Prom
   }
 }
 
+function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  return withPostgresClient(POSTGRES_URL, work);
+}
+
+/** A fresh database `<prefix>_<hex>` on the server at `serverUrl`; drop() drops it WITH (FORCE). */
+export async function createPostgresDatabase(serverUrl = POSTGRES_URL, prefix = 'engine_test'): Promise<TestDatabase> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  await withPostgresClient(serverUrl, (c) => c.query(`CREATE DATABASE ${name}`));
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: () => withPostgresClient(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+  };
+}
+
 const postgres: DatabaseKindUnderTest = {
   name: 'postgres',
-  async create() {
-    const name = `engine_test_${randomBytes(6).toString('hex')}`;
-    await withAdminClient((c) => c.query(`CREATE DATABASE ${name}`));
-    const url = new URL(POSTGRES_URL);
-    url.pathname = `/${name}`;
-    return {
-      url: url.toString(),
-      drop: () => withAdminClient((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
-    };
-  },
+  create: () => createPostgresDatabase(),
 };
 
 let postgresReachable: Promise<boolean> | undefined;

@@ -4,7 +4,7 @@
  * dist/main.js (when a test must SIGKILL it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
@@ -13,10 +13,11 @@ import { loadConfig, type EngineConfig } from '../../src/config/config.js';
 import { JsonLogger, Redactor } from '../../src/observability/json-logger.js';
 import { secretsOf } from '../../src/config/config.js';
 import { watchLog, watchSecret } from './secret-watch.js';
+import { waitUntil } from './wait.js';
 
-export const TEST_SECRET = 'whsec_test_secret_value_1234';
-export const TEST_API_KEY = 'ac_test_e2e_key_abcdef123456';
-export const TEST_ADMIN_TOKEN = 'admin_token_for_tests_0123456789';
+import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './secrets.js';
+
+export { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET };
 
 export interface RunningEngine {
   url: string;
@@ -24,6 +25,7 @@ export interface RunningEngine {
   app: INestApplication;
   logs: string[];
   admin(path: string, init?: RequestInit): Promise<Response>;
+  /** Stops it; calling it again waits for the same stop. */
   stop(): Promise<void>;
 }
 
@@ -68,23 +70,60 @@ export async function startEngine(env: Record<string, string | undefined>): Prom
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;
-  return { url, config, app, logs, admin: adminClient(url, config.adminToken), stop: () => stopApp(app) };
+  let stopping: Promise<void> | undefined;
+  return { url, config, app, logs, admin: adminClient(url, config.adminToken), stop: () => (stopping ??= stopApp(app)) };
 }
 
 export interface EngineProcess {
   url: string;
+  port: number;
   child: ChildProcess;
   output: string[];
   admin(path: string, init?: RequestInit): Promise<Response>;
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Runs `node dist/main.js` (build first) and resolves once it listens. */
-export async function spawnEngine(env: Record<string, string | undefined>, port: number): Promise<EngineProcess> {
-  const child = spawn(process.execPath, ['dist/main.js'], {
+export interface SpawnOptions {
+  /** The engine's entry file; `dist/main.js` (the shipped build) unless told. */
+  script?: string;
+  /** Node flags before the script (e.g. `--cpu-prof`). */
+  nodeArgs?: string[];
+  /** Called with the child at once, before it answers: to register it for clean-up. */
+  onSpawn?(child: ChildProcess): void;
+}
+
+function killer(child: ChildProcess) {
+  return (signal: NodeJS.Signals = 'SIGKILL') =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill(signal);
+    });
+}
+
+/** Resolves once the child answers /health; rejects (and kills it) when it exits or does not answer within 30 s. */
+async function untilListening(child: ChildProcess, url: string, output: string[]): Promise<void> {
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const probe = async () => (exited() ? 'exited' : (await fetch(`${url}/health`).then((r) => r.ok, () => false)) && 'listening');
+  const outcome = await waitUntil(probe, { timeoutMs: 30_000, intervalMs: 100, what: `the engine at ${url}` }).catch(async (error: Error) => {
+    await killer(child)();
+    throw new Error(`engine did not start (${error.message}):\n${output.join('')}`);
+  });
+  if (outcome === 'exited') throw new Error(`engine exited with ${child.exitCode ?? child.signalCode}:\n${output.join('')}`);
+}
+
+/** The built engine the child-process suites run unless told otherwise. */
+const ENGINE_MAIN = 'dist/main.js';
+
+/** Runs `node dist/main.js` (build first), or `options.script`, and resolves once it answers /health. */
+export async function spawnEngine(env: Record<string, string | undefined>, port: number, options: SpawnOptions = {}): Promise<EngineProcess> {
+  const script = options.script ?? ENGINE_MAIN;
+  if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first (npm test does)`);
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), script], {
     env: { ...process.env, ...engineEnv(env), PORT: String(port) } as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  options.onSpawn?.(child);
   const output: string[] = [];
   const url = `http://127.0.0.1:${port}`;
   const childEnv = engineEnv(env);
@@ -94,24 +133,6 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   watchLog(`the engine process on port ${port}`, output);
   child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`engine exited with ${child.exitCode}:\n${output.join('')}`);
-    if (Date.now() > deadline) throw new Error(`engine did not start:\n${output.join('')}`);
-    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    child,
-    output,
-    admin: adminClient(url, TEST_ADMIN_TOKEN),
-    kill: (signal = 'SIGKILL') =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill(signal);
-      }),
-  };
+  await untilListening(child, url, output);
+  return { url, port, child, output, admin: adminClient(url, TEST_ADMIN_TOKEN), kill: killer(child) };
 }

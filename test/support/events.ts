@@ -32,22 +32,6 @@ export async function deliver(
   return fetch(`${engineUrl}/webhooks`, { method: 'POST', headers, body });
 }
 
-/** Polls until `check` returns a value that is not undefined/false, or fails after `timeoutMs`. */
-export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
 /** The JSON body of an answer, loosely typed for assertions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function body(res: Response | Promise<Response>): Promise<any> {

@@ -11,9 +11,9 @@ import { createServer as createHttpServer, request, type IncomingMessage, type S
 import { createServer } from 'node:net';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/simulator.js';
 import { USER_AGENT } from '../../src/actions/service-client.js';
-import { allPages } from './admin.js';
+import { notYet, unfinishedWork } from './admin.js';
 import { startEngine, TEST_SECRET, type RunningEngine } from './engine.js';
-import { waitFor } from './events.js';
+import { waitUntil } from './wait.js';
 
 /** A port nothing listens on right now. */
 export function freePort(): Promise<number> {
@@ -137,16 +137,6 @@ export async function updateTaskAsAPerson(sim: Simulator, id: string, patch: Rec
   if (res.status !== 200) throw new Error(`updating task ${id} answered ${res.status}: ${await res.text()}`);
 }
 
-async function unfinishedWork(engine: RunningEngine): Promise<number> {
-  let count = 0;
-  for (const status of ['pending', 'running', 'retrying']) {
-    count += (await allPages(engine, `/admin/actions?status=${status}`, 500)).items.length;
-  }
-  count += (await allPages(engine, '/admin/events?status=received', 500)).items.length;
-  count += (await allPages(engine, '/admin/executions?status=running', 500)).items.length;
-  return count;
-}
-
 /**
  * Resolves once nothing is left to happen: the simulator has no webhook to
  * deliver and no workflow run going, the engine has no event to evaluate and no
@@ -158,19 +148,20 @@ async function unfinishedWork(engine: RunningEngine): Promise<number> {
  */
 export async function quiescence({ engine, sim }: RoundTrip, timeoutMs = 20_000): Promise<void> {
   let last = '';
-  await waitFor(
+  await waitUntil(
     async () => {
-      if (!sim.webhooks.every((w) => w.state !== 'pending')) return false;
-      await sim.waitForIdle(timeoutMs);
-      if ((await unfinishedWork(engine)) > 0) return false;
-      if (!(await isIdle(sim))) return false;
-      const mark = `${sim.requests.length}/${sim.webhooks.length}`;
+      const deliveries = sim.webhooks.filter((w) => w.state === 'pending').length;
+      if (deliveries > 0) notYet(`the simulator has ${deliveries} webhook(s) to deliver`);
+      if (!(await isIdle(sim))) notYet('the simulator has a workflow run or a delivery going');
+      const left = await unfinishedWork(engine);
+      if (left.length > 0) notYet(`the engine has ${left.join(', ')}`);
+      if (!(await isIdle(sim))) notYet('the simulator has a workflow run or a delivery going');
+      const mark = `${sim.requests.length} request(s) and ${sim.webhooks.length} webhook(s) at the simulator`;
       const stable = mark === last;
       last = mark;
-      return stable;
+      return stable || notYet(`${mark}, not yet seen twice in a row`);
     },
-    timeoutMs,
-    'the engine and the simulator to go quiet',
+    { timeoutMs, what: 'the engine and the simulator to go quiet' },
   );
 }
 

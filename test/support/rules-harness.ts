@@ -1,7 +1,5 @@
-/** Shared set-up of the admin rules suites: engines with a simulator, and rules to give them. */
-import { startSimulator, type Simulator } from '../../src/simulator/simulator.js';
-import type { DatabaseKindUnderTest } from './databases.js';
-import { rulesDir, startEngine } from './engine.js';
+/** What the admin rules suites share: rules to give the engine, and what to look for at the simulator. */
+import type { Simulator } from '../../src/simulator/simulator.js';
 
 /** A rule that creates a task titled `<prefix>: <event's task title>` on `on`. */
 export function taskRule(id: string, on: string | string[], prefix: string, extra: Record<string, unknown> = {}) {
@@ -31,28 +29,13 @@ export const releaseReview = {
   ],
 };
 
-/** Engines started by one describe block, stopped (engines first) by `cleanUp`. */
-export function engineHarness(kind: DatabaseKindUnderTest) {
-  const cleanups: Array<() => Promise<unknown>> = [];
+/** Requests that change something at the service (anything but GET). */
+export const writes = (sim: Simulator) => sim.requests.filter((r) => r.method !== 'GET');
 
-  async function freshEngine(rules: unknown[], env: Record<string, string> = {}) {
-    const db = await kind.create();
-    const sim = await startSimulator({ seed: true });
-    const dir = rulesDir(rules);
-    const engine = await startEngine({ DATABASE_URL: db.url, SERVICE_API_URL: sim.url, RULES_DIR: dir, ...env });
-    cleanups.push(() => engine.stop(), () => sim.close(), () => db.drop());
-    return { db, sim, dir, engine };
-  }
+/** Tasks created at the service whose title starts with `prefix`. */
+export const tasksTitled = (sim: Simulator, prefix: string) =>
+  sim.requests.filter(
+    (r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && String((r.body as { title?: string }).title).startsWith(prefix),
+  );
 
-  async function cleanUp() {
-    for (const cleanup of cleanups.splice(0)) await cleanup().catch(() => undefined);
-  }
-
-  const writes = (sim: Simulator) => sim.requests.filter((r) => r.method !== 'GET');
-  const tasksTitled = (sim: Simulator, prefix: string) =>
-    sim.requests.filter(
-      (r) => r.method === 'POST' && r.path === '/v1/tasks' && r.status === 201 && String((r.body as { title?: string }).title).startsWith(prefix),
-    );
-  const ids = (items: Array<{ id: string }>) => items.map((item) => item.id);
-  return { freshEngine, cleanUp, writes, tasksTitled, ids, cleanups };
-}
+export const ids = (items: Array<{ id: string }>) => items.map((item) => item.id);

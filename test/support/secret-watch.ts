@@ -15,7 +15,7 @@
  * Requests are not scanned: the admin token and the API key are sent in
  * Authorization headers on purpose.
  */
-import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './engine.js';
+import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './secrets.js';
 
 /** Values shorter than this would match by accident (and are no secrets). */
 const MIN_SECRET_LENGTH = 8;

@@ -1,23 +1,28 @@
 /**
- * The engine under test. By default it runs as `node dist/main.js` in a child
+ * The engine under test, started by the end-to-end tests' own helpers
+ * (test/support/engine.ts). By default it runs as `node dist-bench/src/main.js`
+ * (the engine compiled with the benchmark, from the same sources) in a child
  * process, configured only through the environment like a deployment: on a
  * 2-core machine the engine and the load generator then each get an event loop
  * (and, mostly, a core) of their own, and the engine's RSS is its own. The
  * in-process layout exists to compare against, and for machines where
  * spawning is awkward.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { rulesDir, spawnEngine, startEngine as startTestEngine, type EngineProcess } from '../test/support/engine.js';
+import { freePort } from '../test/support/round-trip.js';
+import { waitUntil } from '../test/support/wait.js';
 import type { Cleanup } from './bench-cleanup.js';
 import type { Layout } from './bench-options.js';
 
 export const BENCH_SECRET = 'whsec_bench_secret_0123456789';
 const BENCH_API_KEY = 'ac_test_bench_key_0123456789';
 const BENCH_ADMIN_TOKEN = 'bench_admin_token_0123456789';
+
+/** The engine built beside the benchmark (bench/tsconfig.json compiles src/main.ts into dist-bench/src/). */
+const ENGINE_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
 /**
  * The one rule loaded: it listens to every task event and evaluates a
@@ -56,48 +61,33 @@ export interface EngineSettings {
   profileDir?: string;
 }
 
-function engineEnv(settings: EngineSettings, port: number, rulesDir: string): Record<string, string> {
+/** The whole configuration, so nothing of the tests' defaults applies (PORT and HOST come from the starter). */
+function benchEnv(settings: EngineSettings, rules: string): Record<string, string | undefined> {
   return {
-    PORT: String(port),
-    HOST: '127.0.0.1',
     DATABASE_URL: settings.databaseUrl,
-    RULES_DIR: rulesDir,
+    RULES_DIR: rules,
     WEBHOOK_SECRET: BENCH_SECRET,
     WEBHOOK_SIGNATURE_SCHEME: 'hmac-sha256',
     SERVICE_API_URL: settings.serviceUrl,
     SERVICE_API_KEY: BENCH_API_KEY,
     SERVICE_RATE_LIMIT_PER_MINUTE: '1000000',
+    SERVICE_TIMEOUT_MS: undefined, // the engine's default, as a deployment has it
     DRY_RUN: 'false',
     ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
     LOG_LEVEL: 'warn',
   };
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 function writeRules(cleanup: Cleanup): string {
-  const dir = mkdtempSync(join(tmpdir(), 'engine-bench-rules-'));
+  const dir = rulesDir([BENCH_RULE]);
   cleanup.add(`remove ${dir}`, () => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'bench-rule.json'), JSON.stringify(BENCH_RULE, null, 2));
   return dir;
 }
 
-async function waitUntilReady(url: string, failed: () => string | undefined, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const why = failed();
-    if (why !== undefined) throw new Error(why);
-    const ok = await fetch(`${url}/health/ready`).then((r) => r.ok, () => false);
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`engine at ${url} was not ready after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+/** /health answers as soon as the engine listens; /health/ready once its rules are loaded too. */
+function untilReady(url: string): Promise<unknown> {
+  const ready = () => fetch(`${url}/health/ready`).then((r) => r.ok);
+  return waitUntil(ready, { timeoutMs: 30_000, intervalMs: 100, what: `the engine at ${url} to be ready` });
 }
 
 function procStatusMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
@@ -113,67 +103,36 @@ function procCpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
 /** SIGTERM lets the engine finish work in hand and close the database; SIGKILL if it hangs. */
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  if (!(await waitForExit(child, 15_000))) {
-    child.kill('SIGKILL');
-    await waitForExit(child, 5_000);
-  }
+async function stopChild(engine: EngineProcess): Promise<void> {
+  const exits = (signal: NodeJS.Signals, ms: number) =>
+    Promise.race([engine.kill(signal).then(() => true), delay(ms, false, { ref: false })]);
+  if (!(await exits('SIGTERM', 15_000))) await exits('SIGKILL', 5_000);
 }
 
 async function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
-  const port = await freePort();
-  const env = engineEnv(settings, port, writeRules(cleanup));
-  const main = fileURLToPath(new URL('../main.js', import.meta.url));
   const nodeArgs = settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [];
-  const child = spawn(process.execPath, [...nodeArgs, main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  cleanup.trackChild(child);
-  const stop = cleanup.add(`stop engine (pid ${child.pid})`, () => stopChild(child));
-  // The last lines only: enough to say why it failed, without growing during a long run.
-  const output: string[] = [];
-  const keep = (chunk: Buffer) => {
-    output.push(chunk.toString());
-    if (output.length > 50) output.shift();
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const url = `http://127.0.0.1:${port}`;
-  const exited = () => (child.exitCode !== null || child.signalCode !== null ? `engine exited (${child.exitCode ?? child.signalCode}):\n${output.join('')}` : undefined);
-  await waitUntilReady(url, exited);
+  // Tracked from the start, so Ctrl-C while it boots still ends it.
+  const onSpawn = cleanup.trackChild.bind(cleanup);
+  const engine = await spawnEngine(benchEnv(settings, writeRules(cleanup)), await freePort(), { script: ENGINE_MAIN, nodeArgs, onSpawn });
+  const pid = engine.child.pid!;
+  const stop = cleanup.add(`stop engine (pid ${pid})`, () => stopChild(engine));
+  await untilReady(engine.url);
   return {
-    url,
+    url: engine.url,
     layout: 'child',
-    memory: () => ({ rssMb: procStatusMb(child.pid!, 'VmRSS'), peakRssMb: procStatusMb(child.pid!, 'VmHWM') }),
-    cpuSeconds: () => procCpuSeconds(child.pid!),
+    memory: () => ({ rssMb: procStatusMb(pid, 'VmRSS'), peakRssMb: procStatusMb(pid, 'VmHWM') }),
+    cpuSeconds: () => procCpuSeconds(pid),
     stop,
   };
 }
 
 async function startInProcess(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
-  // Loaded only in this layout, so the default one keeps Nest out of the load generator's process.
-  const [{ createApp, stopApp }, { loadConfig }] = await Promise.all([import('../app.js'), import('../config/config.js')]);
-  const config = loadConfig(engineEnv(settings, 0, writeRules(cleanup)), () => BENCH_ADMIN_TOKEN);
-  const app = await createApp(config); // logs at LOG_LEVEL=warn, like the child
-  const stop = cleanup.add('stop in-process engine', () => stopApp(app));
-  await app.listen(0, '127.0.0.1');
-  const { port } = app.getHttpServer().address() as { port: number };
-  const url = `http://127.0.0.1:${port}`;
-  await waitUntilReady(url, () => undefined);
+  const engine = await startTestEngine(benchEnv(settings, writeRules(cleanup)));
+  const stop = cleanup.add('stop in-process engine', () => engine.stop());
+  await untilReady(engine.url);
   return {
-    url,
+    url: engine.url,
     layout: 'in-process',
     memory: () => ({ rssMb: process.memoryUsage().rss / 1_048_576 }),
     cpuSeconds: () => {

@@ -11,8 +11,8 @@
 import { join } from 'node:path';
 import type { Cleanup } from './bench-cleanup.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
-import { BENCH_SECRET, startEngine, type EngineMemory } from './bench-engine.js';
-import { closedLoop, prepareEvents, WebhookPoster, type LatencySummary } from './bench-load.js';
+import { BENCH_SECRET, startEngine, type BenchEngine, type EngineMemory } from './bench-engine.js';
+import { closedLoop, prepareEvents, WebhookPoster, type ClosedLoopResult, type LatencySummary, type PreparedEvent } from './bench-load.js';
 import type { BenchOptions, Layout } from './bench-options.js';
 
 export interface ScenarioContext {
@@ -74,6 +74,53 @@ function failures(statuses: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
 }
 
+interface TimedRun {
+  result: ClosedLoopResult;
+  cpuPercent: IntakeFigures['cpuPercent'];
+  /** Events finished before the run, and status counts right after it. */
+  finishedBefore: number;
+  countsAfter: Record<string, number>;
+}
+
+/** The timed closed-loop run, with the engine's and this process's CPU and the database's counts around it. */
+async function timedRun(ctx: ScenarioContext, engine: BenchEngine, database: BenchDatabase, poster: WebhookPoster, events: PreparedEvent[]): Promise<TimedRun> {
+  const { options } = ctx;
+  const finishedBefore = finished(await database.eventStatusCounts());
+  ctx.progress(`intake (${database.name}): ${options.connections} connections for up to ${options.durationS} s …`);
+  const cpuBefore = { engine: engine.cpuSeconds(), bench: process.cpuUsage() };
+  const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
+  const benchCpu = process.cpuUsage(cpuBefore.bench);
+  const cpuPercent = {
+    engine: ((engine.cpuSeconds() - cpuBefore.engine) / result.seconds) * 100,
+    benchProcess: ((benchCpu.user + benchCpu.system) / 1e6 / result.seconds) * 100,
+  };
+  return { result, cpuPercent, finishedBefore, countsAfter: await database.eventStatusCounts() };
+}
+
+function intakeFigures(ctx: ScenarioContext, database: BenchDatabase, engine: BenchEngine, run: TimedRun): IntakeFigures {
+  const { result, countsAfter } = run;
+  const processed = finished(countsAfter) - run.finishedBefore;
+  const acknowledged = result.statuses['202'] ?? 0;
+  return {
+    database: database.name,
+    layout: engine.layout,
+    connections: ctx.options.connections,
+    seconds: result.seconds,
+    sent: result.sent,
+    acknowledged,
+    duplicates: result.statuses['200'] ?? 0,
+    failed: failures(result.statuses),
+    eventsPerSecond: acknowledged / result.seconds,
+    latencyMs: result.latencyMs,
+    ranOut: result.ranOut,
+    engineMemory: engine.memory(),
+    processedDuringRun: processed,
+    processedPerSecond: processed / result.seconds,
+    backlogAtEnd: countsAfter.received ?? 0,
+    cpuPercent: run.cpuPercent,
+  };
+}
+
 export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): Promise<IntakeFigures> {
   const { options } = ctx;
   const tag = `${database.name}_${Date.now().toString(36)}`;
@@ -85,37 +132,7 @@ export async function runIntake(ctx: ScenarioContext, database: BenchDatabase): 
   try {
     // Opens every keep-alive connection and warms the JIT before the clock starts.
     await closedLoop(poster, warmUp, options.connections, 2_000);
-    const before = finished(await database.eventStatusCounts());
-    ctx.progress(`intake (${database.name}): ${options.connections} connections for up to ${options.durationS} s …`);
-    const cpuBefore = { engine: engine.cpuSeconds(), bench: process.cpuUsage() };
-    const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
-    const benchCpu = process.cpuUsage(cpuBefore.bench);
-    const cpuPercent = {
-      engine: ((engine.cpuSeconds() - cpuBefore.engine) / result.seconds) * 100,
-      benchProcess: ((benchCpu.user + benchCpu.system) / 1e6 / result.seconds) * 100,
-    };
-    const counts = await database.eventStatusCounts();
-    const engineMemory = engine.memory();
-    const processed = finished(counts) - before;
-    const acknowledged = result.statuses['202'] ?? 0;
-    return {
-      database: database.name,
-      layout: engine.layout,
-      connections: options.connections,
-      seconds: result.seconds,
-      sent: result.sent,
-      acknowledged,
-      duplicates: result.statuses['200'] ?? 0,
-      failed: failures(result.statuses),
-      eventsPerSecond: acknowledged / result.seconds,
-      latencyMs: result.latencyMs,
-      ranOut: result.ranOut,
-      engineMemory,
-      processedDuringRun: processed,
-      processedPerSecond: processed / result.seconds,
-      backlogAtEnd: counts.received ?? 0,
-      cpuPercent,
-    };
+    return intakeFigures(ctx, database, engine, await timedRun(ctx, engine, database, poster, events));
   } finally {
     poster.close();
     await engine.stop();

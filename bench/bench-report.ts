@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
-import type { Paint } from '../cli/cli-output.js';
+import type { Paint } from '../src/cli/cli-output.js';
 import type { EndToEndFigures } from './bench-e2e.js';
 import { describeLayout } from './bench-engine.js';
 import type { IntakeFigures } from './bench-intake.js';

@@ -8,7 +8,8 @@
  * request log stamps arrivals with millisecond ISO times, so each latency is
  * known to within about a millisecond.
  */
-import type { Simulator } from '../simulator/simulator.js';
+import type { Simulator } from '../src/simulator/simulator.js';
+import { waitUntil } from '../test/support/wait.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
 import { BENCH_SECRET, startEngine } from './bench-engine.js';
 import { profileDirFor, type ScenarioContext } from './bench-intake.js';
@@ -51,8 +52,7 @@ function e2eEvent(tag: string) {
 async function collectArrivals(sim: Simulator, from: number, wanted: ReadonlySet<string>, timeoutMs: number): Promise<Map<string, number>> {
   const arrivals = new Map<string, number>();
   let scanned = from;
-  const deadline = Date.now() + timeoutMs;
-  while (arrivals.size < wanted.size && Date.now() < deadline) {
+  const allArrived = () => {
     const log = sim.requests;
     for (; scanned < log.length; scanned++) {
       const entry = log[scanned];
@@ -61,8 +61,10 @@ async function collectArrivals(sim: Simulator, from: number, wanted: ReadonlySet
       const id = typeof title === 'string' ? TITLE.exec(title)?.[1] : undefined;
       if (id !== undefined && wanted.has(id) && !arrivals.has(id)) arrivals.set(id, Date.parse(entry.time));
     }
-    if (arrivals.size < wanted.size) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
+    return arrivals.size >= wanted.size;
+  };
+  // Time running out is a figure, not a failure: what has not arrived by then is reported as missing.
+  await waitUntil(allArrived, { timeoutMs, intervalMs: POLL_MS, what: 'the action requests' }).catch(() => undefined);
   return arrivals;
 }
 
@@ -71,6 +73,22 @@ async function sendAndCollect(poster: WebhookPoster, sim: Simulator, events: Pre
   const sent = await openLoop(poster, events, rate);
   const arrivals = await collectArrivals(sim, from, new Set(sent.sentAt.keys()), waitMs);
   return { sent, arrivals };
+}
+
+/** Latency per delivered event (arrival at the simulator minus the moment it was due), and the delivered rate. */
+function joinArrivals(sentAt: ReadonlyMap<string, number>, arrivals: ReadonlyMap<string, number>) {
+  const latencies = new Float64Array(arrivals.size);
+  let n = 0;
+  let firstSent = Infinity;
+  let lastArrival = -Infinity;
+  for (const [id, sent] of sentAt) {
+    firstSent = Math.min(firstSent, sent);
+    const arrived = arrivals.get(id);
+    if (arrived === undefined) continue;
+    latencies[n++] = Math.max(0, arrived - sent);
+    lastArrival = Math.max(lastArrival, arrived);
+  }
+  return { delivered: n, latencyMs: summarize(latencies, n), throughputPerSecond: n > 0 ? n / ((lastArrival - firstSent) / 1000) : 0 };
 }
 
 export async function runEndToEnd(ctx: ScenarioContext, sim: Simulator, database: BenchDatabase): Promise<EndToEndFigures> {
@@ -90,26 +108,16 @@ export async function runEndToEnd(ctx: ScenarioContext, sim: Simulator, database
     const started = performance.now();
     const { sent, arrivals } = await sendAndCollect(poster, sim, events, options.e2eRate, waitMs);
     const engineCpuPercent = ((engine.cpuSeconds() - cpuBefore) / ((performance.now() - started) / 1000)) * 100;
-    const latencies = new Float64Array(arrivals.size);
-    let n = 0;
-    let firstSent = Infinity;
-    let lastArrival = -Infinity;
-    for (const [id, sentAt] of sent.sentAt) {
-      firstSent = Math.min(firstSent, sentAt);
-      const arrived = arrivals.get(id);
-      if (arrived === undefined) continue;
-      latencies[n++] = Math.max(0, arrived - sentAt);
-      lastArrival = Math.max(lastArrival, arrived);
-    }
+    const { delivered, latencyMs, throughputPerSecond } = joinArrivals(sent.sentAt, arrivals);
     return {
       database: database.name,
       layout: engine.layout,
       ratePerSecond: options.e2eRate,
       sent: events.length,
-      delivered: n,
-      missing: events.length - n,
-      throughputPerSecond: n > 0 ? n / ((lastArrival - firstSent) / 1000) : 0,
-      latencyMs: summarize(latencies, n),
+      delivered,
+      missing: events.length - delivered,
+      throughputPerSecond,
+      latencyMs,
       ackLatencyMs: sent.ackLatencyMs,
       engineCpuPercent,
     };

@@ -6,10 +6,10 @@
  * installation's are, so most of them cannot match a given event: the number
  * that shows is how well the index keeps those out of the way.
  */
-import { EventFacts, type Lookups, type RuleEvent } from '../rules/facts.js';
-import { compileRules, evaluateEvent } from '../rules/rule-evaluator.js';
-import { RuleIndex } from '../rules/rule-index.js';
-import type { LoadedRule, RuleDefinition } from '../rules/rule.types.js';
+import { EventFacts, type Lookups, type RuleEvent } from '../src/rules/facts.js';
+import { compileRules, evaluateEvent } from '../src/rules/rule-evaluator.js';
+import { RuleIndex } from '../src/rules/rule-index.js';
+import type { LoadedRule, RuleDefinition } from '../src/rules/rule.types.js';
 
 export interface MatchingBenchmark {
   ruleCount: number;

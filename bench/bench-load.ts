@@ -5,7 +5,7 @@
  * written into a preallocated Float64Array, nothing parsed from the answers.
  */
 import { Agent, request } from 'node:http';
-import { signBody } from '../intake/signature.js';
+import { signBody } from '../src/intake/signature.js';
 
 export interface PreparedEvent {
   id: string;

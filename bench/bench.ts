@@ -9,13 +9,12 @@
  * The exit status is 1 only when some part could not run; the figures
  * themselves are never judged.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { benchmarkMatching } from './bench-matching.js';
-import { startSimulator, type Simulator } from '../simulator/simulator.js';
-import { colors, isEntryFile, processContext, type CliContext } from '../cli/cli-output.js';
+import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
+import { colors, isEntryFile, processContext, type CliContext } from '../src/cli/cli-output.js';
 import { Cleanup } from './bench-cleanup.js';
 import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type BenchDatabase, type DatabaseName } from './bench-databases.js';
 import { runEndToEnd } from './bench-e2e.js';
@@ -38,6 +37,7 @@ async function databaseNames(options: BenchOptions, results: BenchResults): Prom
 
 /** One fresh database for one measured run, dropped afterwards whatever happens. */
 async function withDatabase<T>(name: DatabaseName, options: BenchOptions, cleanup: Cleanup, work: (db: BenchDatabase) => Promise<T>): Promise<T> {
+  if (cleanup.wasInterrupted) throw new Error('interrupted');
   const db = name === 'sqlite' ? createSqliteDatabase(cleanup) : await createPostgresDatabase(options.postgresUrl!, cleanup);
   try {
     return await work(db);
@@ -69,9 +69,6 @@ function profileFolder(options: BenchOptions, ctx: CliContext): string | undefin
 }
 
 async function engineParts(options: BenchOptions, cleanup: Cleanup, ctx: CliContext, results: BenchResults): Promise<void> {
-  if (options.layout === 'child' && !existsSync(fileURLToPath(new URL('../main.js', import.meta.url)))) {
-    throw new Error('dist/main.js is missing: build first (npm run build)');
-  }
   // Light enough to share the load generator's process; its limit is raised so
   // that only the engine's own pace shows in the end-to-end figures.
   const sim: Simulator = await startSimulator({ port: 0, rateLimitPerMinute: 1_000_000, latencyMs: 0, maxLogEntries: 1_000_000 });
@@ -111,6 +108,7 @@ function onInterrupt(cleanup: Cleanup, ctx: CliContext): () => void {
     } catch {
       // The stream may be the thing that broke; cleaning up matters more.
     }
+    cleanup.interrupt();
     void cleanup.runAll(() => undefined).finally(() => process.exit(status));
   };
   const onSignal = (signal: NodeJS.Signals) => abort(`${signal} received`, signal === 'SIGINT' ? 130 : 143);
@@ -130,6 +128,24 @@ function onInterrupt(cleanup: Cleanup, ctx: CliContext): () => void {
   };
 }
 
+/** Runs the parts asked for; undefined when interrupted. */
+async function measure(options: BenchOptions, ctx: CliContext): Promise<BenchResults | undefined> {
+  const results = emptyResults(options);
+  const cleanup = new Cleanup();
+  const detach = onInterrupt(cleanup, ctx);
+  try {
+    if (options.sections.some((s) => s !== 'matching')) {
+      await attempt('the engine benchmarks', results, ctx, () => engineParts(options, cleanup, ctx, results));
+    }
+    await cleanup.runAll(ctx.stderr);
+    if (options.sections.includes('matching') && !cleanup.wasInterrupted) await matchingPart(options, ctx, results);
+  } finally {
+    await cleanup.runAll(ctx.stderr);
+    detach();
+  }
+  return cleanup.wasInterrupted ? undefined : results;
+}
+
 export async function bench(argv: readonly string[], ctx: CliContext): Promise<number> {
   let options;
   try {
@@ -143,19 +159,9 @@ export async function bench(argv: readonly string[], ctx: CliContext): Promise<n
     ctx.stdout(USAGE);
     return 0;
   }
-  const results = emptyResults(options);
-  const cleanup = new Cleanup();
-  const detach = onInterrupt(cleanup, ctx);
-  try {
-    if (options.sections.some((s) => s !== 'matching')) {
-      await attempt('the engine benchmarks', results, ctx, () => engineParts(options, cleanup, ctx, results));
-    }
-    await cleanup.runAll(ctx.stderr);
-    if (options.sections.includes('matching')) await matchingPart(options, ctx, results);
-  } finally {
-    await cleanup.runAll(ctx.stderr);
-    detach();
-  }
+  const results = await measure(options, ctx);
+  // Interrupted: the figures are incomplete, and the interrupt handler exits once everything is undone.
+  if (results === undefined) return 1;
   finishResults(results);
   ctx.stdout('');
   for (const line of summaryLines(results, colors(ctx.color))) ctx.stdout(line);

@@ -1,0 +1,39 @@
+// Builds dist-bench/ (bench/tsconfig.json) when it is missing or older than any
+// source it is made from, so `npm run bench` works on a fresh clone and after
+// an edit, without touching dist/ (which `npm run build` owns).
+import { execSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+const OUT = 'dist-bench';
+const SOURCES = ['bench', 'src', 'test/support', 'tsconfig.json'];
+/** The figures bench/ holds are not sources. */
+const NOT_SOURCES = [join('bench', 'results')];
+/** Read by the engine beside its compiled files (src/rules/rule-schema.ts looks in `../../rules/`). */
+const ASSETS = ['rules/rule.schema.json'];
+
+function newest(path) {
+  if (NOT_SOURCES.includes(path) || !existsSync(path)) return 0;
+  if (!statSync(path).isDirectory()) return statSync(path).mtimeMs;
+  return Math.max(0, ...readdirSync(path).map((name) => newest(join(path, name))));
+}
+
+const entry = join(OUT, 'bench', 'bench.js');
+const built = existsSync(entry) ? statSync(entry).mtimeMs : 0;
+if (built < Math.max(...SOURCES.map(newest))) {
+  process.stderr.write(`building ${OUT}/ …\n`);
+  rmSync(OUT, { recursive: true, force: true });
+  try {
+    execSync('npx tsc -p bench/tsconfig.json', { stdio: 'inherit' });
+  } catch {
+    // tsc writes its output even when the types are wrong; a later run must not take that for a build.
+    rmSync(OUT, { recursive: true, force: true });
+    process.stderr.write(`${OUT}/ was not built: fix the errors above\n`);
+    process.exit(1);
+  }
+}
+// Copied every time: cheap, and never stale.
+for (const asset of ASSETS) {
+  mkdirSync(join(OUT, dirname(asset)), { recursive: true });
+  copyFileSync(asset, join(OUT, asset));
+}
