@@ -11,31 +11,12 @@ import { aTaskEvent, body, deliver } from './support/events.js';
 import { useRig, type RigOptions } from './support/fixture.js';
 import { waitUntil } from './support/wait.js';
 import { signBody } from '../src/intake/signature.js';
-
-/** Evaluated for every task.completed in prj_1; fails on its `matches` condition unless the title starts with Release. */
-const releaseReview = {
-  id: 'release-review',
-  on: 'task.completed',
-  conditions: {
-    all: [
-      { fact: 'event', path: '$.data.task.project_id', operator: 'equal', value: 'prj_1' },
-      { fact: 'event', path: '$.data.task.title', operator: 'matches', value: '^Release' },
-    ],
-  },
-  actions: [{ id: 'review', type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Review: {{ event.data.task.title }}' } }],
-};
-
-/** Its action always fails at once: the service answers 404 for a task that does not exist. */
-const updateMissing = {
-  id: 'update-missing',
-  on: 'task.blocked',
-  actions: [{ type: 'task.update', params: { id: 'tsk_does_not_exist', status: 'open' } }],
-};
+import { reviewRelease, updateMissing } from './support/rules-harness.js';
 
 const kinds = await databasesUnderTest('admin events');
 
 /** Each describe block below gets an engine of its own with both rules, on a fresh database. */
-const ownEngine: RigOptions = { per: 'block', engine: { rules: [releaseReview, updateMissing] } };
+const ownEngine: RigOptions = { per: 'block', engine: { rules: [reviewRelease, updateMissing] } };
 
 describe.each(kinds)('the admin events API on $name', (kind) => {
   const ids = (items: Array<{ id: string }>) => items.map((item) => item.id).sort();

@@ -13,6 +13,7 @@ import { databasesUnderTest, type DatabaseKindUnderTest } from './support/databa
 import { rulesDir, startEngine, TEST_SECRET, type RunningEngine } from './support/engine.js';
 import { aTaskEvent, body as jsonOf } from './support/events.js';
 import { answerProblems, operationPath, type OpenApiDocument } from './support/openapi-answers.js';
+import { reviewRelease, updateMissing } from './support/rules-harness.js';
 
 const MAX_BYTES = 16_384;
 const OVERSIZED = JSON.stringify({ type: 'task.created', data: { pad: 'p'.repeat(4 * MAX_BYTES) } });
@@ -21,26 +22,6 @@ const OVERSIZED = JSON.stringify({ type: 'task.created', data: { pad: 'p'.repeat
 const NOT_DRIVEN = new Set([
   'GET /health/ready 503', // needs a database that stops answering under a running engine
 ]);
-
-/** Matches task.completed in prj_1 titled Release…; its task.create succeeds at the simulator. */
-const releaseReview = {
-  id: 'release-review',
-  on: 'task.completed',
-  conditions: {
-    all: [
-      { fact: 'event', path: '$.data.task.project_id', operator: 'equal', value: 'prj_1' },
-      { fact: 'event', path: '$.data.task.title', operator: 'matches', value: '^Release' },
-    ],
-  },
-  actions: [{ id: 'review', type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Review: {{ event.data.task.title }}' } }],
-};
-
-/** Its action fails at once: the simulator answers 404 for a task that does not exist. */
-const updateMissing = {
-  id: 'update-missing',
-  on: 'task.blocked',
-  actions: [{ type: 'task.update', params: { id: 'tsk_does_not_exist', status: 'open' } }],
-};
 
 const apiRule = { id: 'api-rule', on: 'task.created', actions: [{ type: 'task.delete', params: { id: '{{ event.data.task.id }}' } }] };
 
@@ -74,7 +55,7 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
     engine = await startEngine({
       DATABASE_URL: db.url,
       SERVICE_API_URL: sim.url,
-      RULES_DIR: rulesDir([releaseReview, updateMissing]),
+      RULES_DIR: rulesDir([reviewRelease, updateMissing]),
       WEBHOOK_MAX_BYTES: String(MAX_BYTES),
     });
     cleanups.push(() => engine.stop(), () => sim.close(), () => db.drop());
@@ -292,7 +273,7 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
       expectAnswer(await answer('PUT', '/admin/rules/api-rule', { body: json({ ...apiRule, name: 'Renamed' }) }), 200);
       expectAnswer(await answer('PUT', '/admin/rules/api-rule', { body: json({ ...apiRule, actions: [] }) }), 400, 'validation_failed');
       expectAnswer(await answer('PUT', '/admin/rules/no-such-rule', { body: json(apiRule) }), 404, 'not_found');
-      expectAnswer(await answer('PUT', '/admin/rules/release-review', { body: json(releaseReview) }), 409, 'rule_defined_in_file');
+      expectAnswer(await answer('PUT', '/admin/rules/release-review', { body: json(reviewRelease) }), 409, 'rule_defined_in_file');
       expectAnswer(await answer('PUT', '/admin/rules/api-rule', { body: OVERSIZED }), 413, 'payload_too_large');
     });
 
@@ -316,14 +297,14 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
     });
 
     it('POST /admin/rules/test: 200, 400 with details for an invalid rule, 413', async () => {
-      expectAnswer(await answer('POST', '/admin/rules/test', { body: json({ rule: releaseReview, event }) }), 200);
+      expectAnswer(await answer('POST', '/admin/rules/test', { body: json({ rule: reviewRelease, event }) }), 200);
       expectAnswer(await answer('POST', '/admin/rules/test', { body: json({ rule: invalidRule, event }) }), 400, 'validation_failed');
       expectAnswer(await answer('POST', '/admin/rules/test', { body: OVERSIZED }), 413, 'payload_too_large');
     });
 
     it('POST /admin/rules/backtest: 200 with and without rules, 400 with details for a bad filter, 413', async () => {
       expectAnswer(await answer('POST', '/admin/rules/backtest', {}), 200);
-      expectAnswer(await answer('POST', '/admin/rules/backtest', { body: json({ rules: [releaseReview], type: 'task.completed' }) }), 200);
+      expectAnswer(await answer('POST', '/admin/rules/backtest', { body: json({ rules: [reviewRelease], type: 'task.completed' }) }), 200);
       expectAnswer(await answer('POST', '/admin/rules/backtest', { body: json({ since: 'yesterday' }) }), 400, 'validation_failed');
       expectAnswer(await answer('POST', '/admin/rules/backtest', { body: OVERSIZED }), 413, 'payload_too_large');
     });

@@ -1,9 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { ExecutionEntity } from '../database/execution.entity.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
-import { startSimulator, type Simulator } from '../simulator/simulator.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
-import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { openCore, taskEvent, useCoreWithSimulator, type Core } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { ActionRunner } from './action-runner.js';
 
@@ -24,84 +23,70 @@ const reviewThenNotify = aRule({
 beforeAll(() => Logger.overrideLogger(false));
 
 describe.each(kinds)(`${ActionRunner.name} on $name, sending to the simulator`, (kind) => {
-  let sim: Simulator;
-  let core: Core;
-
-  beforeAll(async () => {
-    sim = await startSimulator({ seed: true });
-  });
-
-  afterAll(() => sim.close());
-
-  beforeEach(async () => {
-    sim.reset();
-    core = await openCore(kind, { serviceUrl: sim.url });
-  });
-
-  afterEach(() => core.close());
+  const rig = useCoreWithSimulator(kind);
 
   /** A stored event about a task titled `title`, matched by `rule`: its first action run is due. */
   async function matched(rule = review, title = 'Write docs'): Promise<string> {
-    core.useRules(rule);
-    const eventId = await core.store(taskEvent('task.completed', { title }));
-    await core.processNext();
+    rig.core.useRules(rule);
+    const eventId = await rig.core.store(taskEvent('task.completed', { title }));
+    await rig.core.processNext();
     return eventId;
   }
 
-  const execution = async (eventId: string) => (await core.executions(eventId))[0];
+  const execution = async (eventId: string) => (await rig.core.executions(eventId))[0];
 
   describe('an action the service accepts', () => {
     it('succeeds with the request and the response stored, and ends the execution', async () => {
       const eventId = await matched();
-      const { claim, status } = await core.performNext();
+      const { claim, status } = await rig.core.performNext();
       expect(status).toBe('succeeded');
 
-      const run = await core.run(claim.id);
+      const run = await rig.core.run(claim.id);
       expect(run).toMatchObject({ status: 'succeeded', attempts: 1, responseStatus: 201, leaseOwner: null, errorCode: null });
       expect(JSON.parse(run.request!)).toMatchObject({ method: 'POST', path: '/tasks', body: { project_id: 'prj_1', title: 'Review: Write docs' } });
       const created = JSON.parse(run.response!) as { id: string; title: string };
-      expect(sim.state.tasks.get(created.id)).toMatchObject({ title: 'Review: Write docs' });
-      expect(await execution(eventId)).toMatchObject({ status: 'succeeded', error: null, finishedAt: core.clock.now().toISOString() });
+      expect(rig.sim.state.tasks.get(created.id)).toMatchObject({ title: 'Review: Write docs' });
+      expect(await execution(eventId)).toMatchObject({ status: 'succeeded', error: null, finishedAt: rig.core.clock.now().toISOString() });
     });
 
     it('records the created resource as the engine’s own doing, at the depth of the event', async () => {
       await matched();
-      const { claim } = await core.performNext();
+      const { claim } = await rig.core.performNext();
 
-      const created = JSON.parse((await core.run(claim.id)).response!) as { id: string };
-      expect(await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: `task:${created.id}` })).toMatchObject({
+      const created = JSON.parse((await rig.core.run(claim.id)).response!) as { id: string };
+      expect(await rig.core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: `task:${created.id}` })).toMatchObject({
         depth: 0,
         actionRunId: claim.id,
         ruleId: 'review',
-        changedAt: core.clock.now().toISOString(),
+        changedAt: rig.core.clock.now().toISOString(),
       });
     });
 
     it('sends the run’s id as the Idempotency-Key', async () => {
       await matched();
-      const { claim } = await core.performNext();
+      const { claim } = await rig.core.performNext();
 
-      expect(sim.requests.map((r) => [r.method, r.path, r.idempotencyKey])).toEqual([['POST', '/v1/tasks', claim.id]]);
-      expect(sim.effectsByIdempotencyKey.get(claim.id)).toBe(1);
+      expect(rig.sim.requests.map((r) => [r.method, r.path, r.idempotencyKey])).toEqual([['POST', '/v1/tasks', claim.id]]);
+      expect(rig.sim.effectsByIdempotencyKey.get(claim.id)).toBe(1);
     });
   });
 
   describe('a rule with two actions', () => {
     it('creates the second action’s run when the first succeeds, and renders it from the first one’s response', async () => {
       const eventId = await matched(reviewThenNotify);
-      const first = await core.performNext();
+      const first = await rig.core.performNext();
       expect(await execution(eventId)).toMatchObject({ status: 'running', finishedAt: null });
-      const runs = await core.runs(first.claim.execution_id);
+      const runs = await rig.core.runs(first.claim.execution_id);
       expect(runs.map((r) => [r.position, r.type, r.status])).toEqual([
         [0, 'task.create', 'succeeded'],
         [1, 'workflow.trigger', 'pending'],
       ]);
 
-      const second = await core.performNext();
+      const second = await rig.core.performNext();
       expect(second.claim.id).toBe(runs[1].id);
       expect(second.status).toBe('succeeded');
       const reviewTask = JSON.parse(runs[0].response!) as { id: string };
-      expect(sim.requests.at(-1)).toMatchObject({ method: 'POST', path: '/v1/workflows/wf_notify/trigger', body: { task_id: reviewTask.id } });
+      expect(rig.sim.requests.at(-1)).toMatchObject({ method: 'POST', path: '/v1/workflows/wf_notify/trigger', body: { task_id: reviewTask.id } });
       expect(await execution(eventId)).toMatchObject({ status: 'succeeded' });
     });
   });

@@ -30,6 +30,7 @@ import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from '../../src/p
 import { ApiRulesService } from '../../src/rules/api-rules.service.js';
 import { RuleRegistry } from '../../src/rules/rule-registry.service.js';
 import type { LoadedRule } from '../../src/rules/rule.types.js';
+import { startSimulator, type Simulator } from '../../src/simulator/simulator.js';
 import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
 import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './secrets.js';
 import { ManualClock, openDatabase } from './storage.js';
@@ -178,4 +179,30 @@ export async function openCore(kind: DatabaseKindUnderTest, options: CoreOptions
     rmSync(rulesDir, { recursive: true, force: true });
   };
   return new Core(coreConfig(testDb.url, rulesDir, options), new ManualClock(), db, cleanUp);
+}
+
+/**
+ * For a describe block: one simulator (the service, over real HTTP) for the
+ * block, and fresh core services sending to it for each test.
+ */
+export function useCoreWithSimulator(kind: DatabaseKindUnderTest): { readonly sim: Simulator; readonly core: Core } {
+  let sim: Simulator;
+  let core: Core;
+  beforeAll(async () => {
+    sim = await startSimulator({ seed: true });
+  });
+  afterAll(() => sim.close());
+  beforeEach(async () => {
+    sim.reset();
+    core = await openCore(kind, { serviceUrl: sim.url });
+  });
+  afterEach(() => core.close());
+  return {
+    get sim() {
+      return sim;
+    },
+    get core() {
+      return core;
+    },
+  };
 }

@@ -12,6 +12,26 @@ export function taskRule(id: string, on: string | string[], prefix: string, extr
   };
 }
 
+/** Evaluated for every task.completed in prj_1; fails on its `matches` condition unless the title starts with Release. */
+export const reviewRelease = {
+  id: 'release-review',
+  on: 'task.completed',
+  conditions: {
+    all: [
+      { fact: 'event', path: '$.data.task.project_id', operator: 'equal', value: 'prj_1' },
+      { fact: 'event', path: '$.data.task.title', operator: 'matches', value: '^Release' },
+    ],
+  },
+  actions: [{ id: 'review', type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Review: {{ event.data.task.title }}' } }],
+};
+
+/** Its action always fails at once: the service answers 404 for a task that does not exist. */
+export const updateMissing = {
+  id: 'update-missing',
+  on: 'task.blocked',
+  actions: [{ type: 'task.update', params: { id: 'tsk_does_not_exist', status: 'open' } }],
+};
+
 /** Release titles in prj_1 get a review task, then the notify workflow with that task's id. */
 export const releaseReview = {
   id: 'release-review',
