@@ -7,6 +7,7 @@
 import type { SignatureScheme } from '../intake/signature.js';
 import { parseFaultSettings, SlidingWindowLimiter, type FaultSettings, type Faults } from './simulator.faults.js';
 import { IdempotencyStore } from './simulator.idempotency.js';
+import { Naps } from './simulator.naps.js';
 import type { PendingEvent } from './simulator.routes.js';
 import { SimulatorState, seedState, type WorkflowRun } from './simulator.state.js';
 import { WebhookSender, createEvent, type WebhookEvent } from './simulator.webhooks.js';
@@ -65,7 +66,7 @@ export class SimulatorCore {
   faults: Faults;
   private seq = 0;
   private readonly runTimers = new Set<NodeJS.Timeout>();
-  private readonly sleepers = new Set<() => void>();
+  private readonly naps = new Naps();
 
   constructor(private readonly options: SimulatorOptions) {
     this.limiter = new SlidingWindowLimiter(options.rateLimitPerMinute ?? 1000);
@@ -155,22 +156,13 @@ export class SimulatorCore {
 
   /** A delay that `close()` cuts short, so a scripted 10 s delay cannot hold a test run open. */
   delay(ms: number): Promise<void> {
-    if (ms <= 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const wake = (): void => {
-        clearTimeout(timer);
-        this.sleepers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.sleepers.add(wake);
-    });
+    return this.naps.sleep(ms);
   }
 
   close(): void {
     for (const timer of this.runTimers) clearTimeout(timer);
     this.runTimers.clear();
-    for (const wake of this.sleepers) wake();
+    this.naps.wakeAll();
     this.sender.close();
   }
 }

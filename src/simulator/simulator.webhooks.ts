@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { signBody, type SignatureScheme } from '../intake/signature.js';
+import { Naps } from './simulator.naps.js';
 
 export interface WebhookEvent {
   id: string;
@@ -69,7 +70,7 @@ export class WebhookSender {
   private readonly queue: WebhookLogEntry[] = [];
   private draining = false;
   private closed = false;
-  private readonly sleepers = new Set<() => void>();
+  private readonly naps = new Naps();
   private idleWaiters: Array<() => void> = [];
 
   constructor(
@@ -113,7 +114,7 @@ export class WebhookSender {
   close(): void {
     this.closed = true;
     this.queue.length = 0;
-    for (const wake of this.sleepers) wake();
+    this.naps.wakeAll();
   }
 
   private async drain(): Promise<void> {
@@ -130,7 +131,7 @@ export class WebhookSender {
   private async deliver(entry: WebhookLogEntry): Promise<void> {
     const body = Buffer.from(JSON.stringify(entry.event));
     for (let attempt = 0; attempt <= this.target.retryDelaysMs.length && !this.closed; attempt++) {
-      if (attempt > 0) await this.sleep(this.target.retryDelaysMs[attempt - 1]);
+      if (attempt > 0) await this.naps.sleep(this.target.retryDelaysMs[attempt - 1]);
       if (this.closed) break;
       entry.attempts = attempt + 1;
       if ((await this.attempt(entry, body)) === 'done') return;
@@ -160,17 +161,5 @@ export class WebhookSender {
       entry.answeredAt = this.now().toISOString();
       return 'retry';
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = (): void => {
-        clearTimeout(timer);
-        this.sleepers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.sleepers.add(wake);
-    });
   }
 }
