@@ -13,7 +13,8 @@ import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
-import { ExecutionProgress, loadExecution, type LoadedExecution } from './execution-progress.js';
+import { statementsOf } from '../database/statements.js';
+import { ExecutionProgress, loadExecution, saveProvenance, type LoadedExecution } from './execution-progress.js';
 import { RunRequests } from './run-request.js';
 import type { ClaimedActionRun } from './work-queue.js';
 
@@ -33,10 +34,11 @@ export class ActionRunner {
     return this.config.serviceTimeoutMs + 5_000;
   }
 
-  async perform(claim: ClaimedActionRun, leaseOwner: string): Promise<ActionRunStatus> {
-    const loaded = await loadExecution(this.db.manager, claim);
+  /** `execution` is known already when the run was handed over by the commit that created it. */
+  async perform(claim: ClaimedActionRun, leaseOwner: string, execution?: LoadedExecution): Promise<ActionRunStatus> {
+    const loaded = execution ?? (await loadExecution(statementsOf(this.db.manager), claim));
     const result = await this.attempt(claim, loaded);
-    const committed = await this.db.write((manager) => this.progress.record(manager, claim, leaseOwner, result, this.nowIso(), loaded));
+    const committed = await this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded);
     return committed ? result.status : 'running';
   }
 
@@ -44,7 +46,7 @@ export class ActionRunner {
   async recordCrash(claim: ClaimedActionRun, leaseOwner: string, error: Error): Promise<void> {
     const failure = { kind: 'network' as const, code: 'engine_error', message: error.message };
     const result: AttemptOutcome = { errorCode: 'engine_error', errorMessage: error.message, ...afterFailure(failure, this.policy(claim)) };
-    await this.db.write((manager) => this.progress.record(manager, claim, leaseOwner, result, this.nowIso()));
+    await this.progress.record(claim, leaseOwner, result, this.nowIso());
   }
 
   private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution): Promise<AttemptOutcome> {
@@ -58,7 +60,7 @@ export class ActionRunner {
       // The resource is known before the request goes out: record it first, so the
       // service's webhook about the change finds it however soon it arrives.
       const resourceKey = touchedResource(claim.type, request, null);
-      await this.db.write((manager) => this.progress.recordProvenance(manager, claim, resourceKey, this.nowIso()));
+      await this.db.write((manager) => saveProvenance(statementsOf(manager), claim, resourceKey, this.nowIso()));
     }
     return sendAttempt(this.client, request, claim.id, this.policy(claim));
   }

@@ -1,18 +1,17 @@
 /**
- * Records how an execution moves on after an attempt, in the transaction the
- * runner opens: the run's outcome (only while this worker still holds its
- * lease: a run taken over by another worker changes nothing), the resource the
- * action touched (loop protection), and the execution's next step: the next
- * action's run, or the execution's end.
+ * Records how an execution moves on after an attempt: the run's outcome (only
+ * while this worker still holds its lease: a run taken over by another worker
+ * changes nothing), the resource the action touched (loop protection), and the
+ * execution's next step: the next action's run, or the execution's end.
+ * Outcomes of runs that finish together share one commit (group commit), in
+ * plain statements (database/statements.ts): this runs for every action.
  */
 import { Injectable, Logger } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { touchedResource } from '../actions/action-types.js';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
-import { ActionRunEntity } from '../database/action-run.entity.js';
-import { EventEntity } from '../database/event.entity.js';
-import { ExecutionEntity } from '../database/execution.entity.js';
-import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
+import { Database } from '../database/database.service.js';
+import { GroupCommit } from '../database/group-commit.js';
+import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { newActionRun } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
@@ -20,75 +19,106 @@ import type { ClaimedActionRun } from './work-queue.js';
 
 /** A run's execution and the rule as it was when it matched (it never changes afterwards). */
 export interface LoadedExecution {
-  execution: ExecutionEntity;
+  id: string;
+  eventSeq: number;
+  eventId: string;
+  ruleId: string;
   rule: RuleSnapshot;
 }
 
-export async function loadExecution(manager: EntityManager, claim: ClaimedActionRun): Promise<LoadedExecution> {
-  const execution = await manager.findOneByOrFail(ExecutionEntity, { id: claim.execution_id });
-  return { execution, rule: JSON.parse(execution.ruleSnapshot) as RuleSnapshot };
+interface Outcome {
+  claim: ClaimedActionRun;
+  owner: string;
+  result: AttemptOutcome;
+  now: string;
+  loaded?: LoadedExecution;
+}
+
+const LOAD_EXECUTION = 'SELECT id, event_seq, event_id, rule_id, rule_snapshot FROM executions WHERE id = ?';
+const RECORD_OUTCOME = `
+  UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = ?,
+                         response_status = ?, response = ?, error_code = ?, error_message = ?
+  WHERE id = ? AND lease_owner = ? AND status = 'running'`;
+const SAVE_PROVENANCE = `
+  INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
+  VALUES (?, COALESCE((SELECT depth FROM events WHERE seq = ?), 0), ?, ?, ?)
+  ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
+                                           rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
+const INSERT_RUN = `
+  INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
+                           attempts, next_attempt_at, created_at, updated_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)`;
+const COUNT_FAILED = `SELECT COUNT(*) AS n FROM action_runs WHERE execution_id = ? AND status = 'failed'`;
+const FINISH_EXECUTION = 'UPDATE executions SET status = ?, finished_at = ?, error = ? WHERE id = ?';
+
+export async function loadExecution(sql: Statements, claim: ClaimedActionRun): Promise<LoadedExecution> {
+  const [row] = await sql.rows<{ id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string }>(
+    LOAD_EXECUTION, [claim.execution_id],
+  );
+  if (!row) throw new Error(`execution ${claim.execution_id} of action run ${claim.id} is missing`);
+  return { id: row.id, eventSeq: Number(row.event_seq), eventId: row.event_id, ruleId: row.rule_id, rule: JSON.parse(row.rule_snapshot) as RuleSnapshot };
+}
+
+/** The resource an action created or changed: an event about it soon after is the engine's own doing. */
+export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
+  if (resourceKey) await sql.run(SAVE_PROVENANCE, [resourceKey, claim.event_seq, claim.id, claim.rule_id, now]);
 }
 
 @Injectable()
 export class ExecutionProgress {
   private readonly logger = new Logger('actions');
+  private readonly outcomes: GroupCommit<Outcome, boolean>;
 
-  constructor(private readonly metrics: Metrics) {}
+  constructor(
+    private readonly metrics: Metrics,
+    db: Database,
+  ) {
+    this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch));
+  }
 
-  /** Commits the outcome; false when the lease was lost and someone else owns the run now. */
-  async record(manager: EntityManager, claim: ClaimedActionRun, owner: string, result: AttemptOutcome, now: string, loaded?: LoadedExecution): Promise<boolean> {
-    const update = await manager.update(ActionRunEntity, { id: claim.id, leaseOwner: owner, status: 'running' }, outcomeColumns(result, now));
-    if (!update.affected) return false;
+  /** Commits the outcome (with others that finish meanwhile); false when the lease was lost and someone else owns the run now. */
+  record(claim: ClaimedActionRun, owner: string, result: AttemptOutcome, now: string, loaded?: LoadedExecution): Promise<boolean> {
+    return this.outcomes.submit({ claim, owner, result, now, loaded });
+  }
+
+  private async recordAll(sql: Statements, batch: Outcome[]): Promise<boolean[]> {
+    const recorded: boolean[] = [];
+    for (const outcome of batch) recorded.push(await this.recordOne(sql, outcome));
+    return recorded;
+  }
+
+  private async recordOne(sql: Statements, { claim, owner, result, now, loaded }: Outcome): Promise<boolean> {
+    const changed = await sql.run(RECORD_OUTCOME, [
+      result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
+      result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
+    ]);
+    if (!changed) return false;
     this.metrics.actionRun(claim.type, result.status, result.seconds);
     if (result.status === 'succeeded' && result.request) {
-      await this.recordProvenance(manager, claim, touchedResource(claim.type, result.request, result.response), now);
+      await saveProvenance(sql, claim, touchedResource(claim.type, result.request, result.response), now);
     }
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
-    if (result.status !== 'retrying') await this.advance(manager, claim, result, now, loaded ?? (await loadExecution(manager, claim)));
+    if (result.status !== 'retrying') await this.advance(sql, claim, result, now, loaded ?? (await loadExecution(sql, claim)));
     return true;
   }
 
-  /** The resource this action created or changed: an event about it soon after is the engine's own doing. */
-  async recordProvenance(manager: EntityManager, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
-    if (!resourceKey) return;
-    const event = await manager.findOne(EventEntity, { where: { seq: claim.event_seq }, select: { seq: true, depth: true } });
-    await manager.upsert(
-      ResourceProvenanceEntity,
-      { resourceKey, depth: event?.depth ?? 0, actionRunId: claim.id, ruleId: claim.rule_id, changedAt: now },
-      ['resourceKey'],
-    );
-  }
-
   /** After a run ends: start the next action of the execution, or close the execution. */
-  private async advance(manager: EntityManager, claim: ClaimedActionRun, result: AttemptOutcome, now: string, { execution, rule }: LoadedExecution): Promise<void> {
+  private async advance(sql: Statements, claim: ClaimedActionRun, result: AttemptOutcome, now: string, execution: LoadedExecution): Promise<void> {
     const failed = result.status === 'failed';
-    const goOn = !failed || rule.actions[claim.position].continueOnError === true;
+    const goOn = !failed || execution.rule.actions[claim.position].continueOnError === true;
     const next = claim.position + 1;
-    if (goOn && next < rule.actions.length) {
-      await manager.insert(ActionRunEntity, newActionRun(execution, rule, next, claim.resource_key ?? null, now));
+    if (goOn && next < execution.rule.actions.length) {
+      const run = newActionRun(execution, execution.rule, next, claim.resource_key ?? null, now);
+      await sql.run(INSERT_RUN, [run.id, run.executionId, run.eventSeq, run.resourceKey, run.ruleId, next, run.actionId, run.type, now, now, now]);
       return;
     }
-    const failures = await manager.countBy(ActionRunEntity, { executionId: execution.id, status: 'failed' });
+    const [{ n }] = await sql.rows<{ n: number | string }>(COUNT_FAILED, [execution.id]);
+    const failures = Number(n);
     const error = failed
       ? `action ${claim.action_id ?? `#${claim.position + 1}`} (${claim.type}) failed: ${result.errorCode}: ${result.errorMessage}`
       : failures > 0 ? `${failures} action(s) failed` : null;
-    await manager.update(ExecutionEntity, { id: execution.id }, { status: failures > 0 ? 'failed' : 'succeeded', finishedAt: now, error });
+    await sql.run(FINISH_EXECUTION, [failures > 0 ? 'failed' : 'succeeded', now, error, execution.id]);
   }
-}
-
-function outcomeColumns(result: AttemptOutcome, now: string): Partial<ActionRunEntity> {
-  return {
-    status: result.status,
-    leaseOwner: null,
-    leaseUntil: null,
-    nextAttemptAt: result.nextAttemptAt ?? now,
-    updatedAt: now,
-    request: result.request ? JSON.stringify(result.request) : null,
-    responseStatus: result.responseStatus ?? null,
-    response: result.response === undefined ? null : JSON.stringify(result.response),
-    errorCode: result.errorCode ?? null,
-    errorMessage: result.errorMessage ?? null,
-  };
 }

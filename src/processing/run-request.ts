@@ -4,44 +4,47 @@
  * the same request, and a template reading `now` would otherwise change it.
  */
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { In, Repository } from 'typeorm';
 import { renderActionRequest, type RenderedRequest } from '../actions/request-renderer.js';
 import type { ServiceRequest } from '../actions/service-operations.js';
 import { CLOCK, type Clock } from '../clock.js';
-import { ActionRunEntity } from '../database/action-run.entity.js';
-import { EventEntity } from '../database/event.entity.js';
+import { Database } from '../database/database.service.js';
+import { statementsOf } from '../database/statements.js';
 import { parseStoredJson, safeJsonParse } from '../json.js';
 import { templateContext, type EarlierActions } from '../rules/template-context.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun } from './work-queue.js';
 
+const STORED_REQUEST = 'SELECT request FROM action_runs WHERE id = ?';
+const EVENT_PAYLOAD = 'SELECT payload FROM events WHERE seq = ?';
+const EARLIER_ACTIONS = `
+  SELECT action_id, response FROM action_runs
+  WHERE execution_id = ? AND position < ? AND status IN ('succeeded', 'skipped') ORDER BY position`;
+
 @Injectable()
 export class RunRequests {
   constructor(
     @Inject(CLOCK) private readonly clock: Clock,
-    @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
-    @InjectRepository(EventEntity) private readonly events: Repository<EventEntity>,
+    private readonly db: Database,
   ) {}
 
   async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<RenderedRequest> {
-    const stored = await this.runs.findOne({ where: { id: claim.id }, select: { id: true, request: true } });
+    const sql = statementsOf(this.db.manager);
+    const [stored] = await sql.rows<{ request: string | null }>(STORED_REQUEST, [claim.id]);
     if (stored?.request) return { ok: true, request: JSON.parse(stored.request) as ServiceRequest };
-    const event = await this.events.findOneOrFail({ where: { seq: claim.event_seq }, select: { seq: true, payload: true } });
+    const [event] = await sql.rows<{ payload: string }>(EVENT_PAYLOAD, [claim.event_seq]);
+    if (!event) throw new Error(`event ${claim.event_seq} of action run ${claim.id} is missing`);
     const context = templateContext(rule, safeJsonParse(event.payload), this.clock.now(), await this.earlierActions(claim));
     return renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
   }
 
   /** `actions.<id>.response` of the execution's earlier actions that succeeded (or were skipped in dry-run). */
   private async earlierActions(claim: ClaimedActionRun): Promise<EarlierActions> {
-    const earlier = await this.runs.find({
-      where: { executionId: claim.execution_id, status: In(['succeeded', 'skipped']) },
-      select: { position: true, actionId: true, response: true },
-    });
+    const earlier = await statementsOf(this.db.manager).rows<{ action_id: string | null; response: string | null }>(EARLIER_ACTIONS, [
+      claim.execution_id,
+      claim.position,
+    ]);
     const actions: Record<string, { response: unknown }> = {};
-    for (const run of earlier) {
-      if (run.actionId && run.position < claim.position) actions[run.actionId] = { response: parseStoredJson(run.response) };
-    }
+    for (const run of earlier) if (run.action_id) actions[run.action_id] = { response: parseStoredJson(run.response) };
     return actions;
   }
 }

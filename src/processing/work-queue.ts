@@ -31,6 +31,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
+import { statementsOf } from '../database/statements.js';
 import { CREATING_ACTIONS } from '../actions/action-types.js';
 
 export interface ClaimedEvent {
@@ -106,7 +107,7 @@ export class WorkQueue {
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
     const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
     const started = performance.now();
-    const rows = await this.db.write((manager) => queryRows<ClaimedEvent>(manager, sql, params));
+    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(sql, params));
     this.refreshStatisticsIfSlow(performance.now() - started);
     return rows.sort((a, b) => a.seq - b.seq);
   }
@@ -137,7 +138,7 @@ export class WorkQueue {
         ORDER BY next_attempt_at LIMIT ? ${this.skipLocked})
       RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts`;
     const params = [this.owner, isoIn(this.clock, leaseMs), now, now, now, limit];
-    return this.db.write((manager) => queryRows<ClaimedActionRun>(manager, sql, params));
+    return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(sql, params));
   }
 
   /**

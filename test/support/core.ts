@@ -103,8 +103,8 @@ export class Core {
     this.apiRules = new ApiRulesService(this.registry, db, clock);
     this.client = new ServiceClient(config, clock);
     this.processor = new EventProcessor(config, clock, db, this.registry, this.client, this.metrics);
-    const requests = new RunRequests(clock, this.repository(ActionRunEntity), this.repository(EventEntity));
-    this.runner = new ActionRunner(config, clock, this.client, db, requests, new ExecutionProgress(this.metrics));
+    const requests = new RunRequests(clock, db);
+    this.runner = new ActionRunner(config, clock, this.client, db, requests, new ExecutionProgress(this.metrics, db));
     this.intake = new IntakeService(config, clock, this.writer, this.repository(EventEntity), this.metrics);
   }
 
@@ -133,7 +133,7 @@ export class Core {
   async processNext(): Promise<{ claim: ClaimedEvent; runs: number }> {
     const [claim] = await this.queue.claimEvents(1);
     if (!claim) throw new Error('no event is claimable');
-    return { claim, runs: await this.processor.process(claim, this.queue.owner) };
+    return { claim, runs: (await this.processor.process(claim, this.queue.owner)).length };
   }
 
   /** Claims the next due action run and performs it, as a worker does. */

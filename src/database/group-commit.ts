@@ -1,0 +1,57 @@
+/**
+ * Group commit: work items that arrive together share one transaction. Each
+ * caller's item joins the batch being formed; one `write` commits the whole
+ * batch (one fsync, one round trip to PostgreSQL), and only then is each caller
+ * told its own result. A batch that fails tells every caller in it.
+ */
+import type { EntityManager } from 'typeorm';
+import type { Database } from './database.service.js';
+
+interface Waiting<I, O> {
+  item: I;
+  resolve: (result: O) => void;
+  reject: (error: unknown) => void;
+}
+
+export interface GroupCommitOptions {
+  /** Synced to disk before the callers hear of it (SQLite's synchronous=FULL). */
+  durable?: boolean;
+  /** The largest batch one transaction takes. */
+  maxBatch?: number;
+}
+
+export class GroupCommit<I, O> {
+  private waiting: Waiting<I, O>[] = [];
+  private flushing = false;
+
+  constructor(
+    private readonly db: Database,
+    /** Commits a batch inside the transaction; one result per item, in order. */
+    private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[]>,
+    private readonly options: GroupCommitOptions = {},
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      if (!this.flushing) {
+        this.flushing = true;
+        // After the I/O callbacks already due, so everything that has arrived joins this batch.
+        setImmediate(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
+      try {
+        const results = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
+        batch.forEach((waiting, i) => waiting.resolve(results[i]));
+      } catch (error) {
+        for (const waiting of batch) waiting.reject(error);
+      }
+    }
+    this.flushing = false;
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The hot path's way to the database: plain SQL on the driver's own
+ * connection, each statement prepared once. TypeORM stays for the schema, the
+ * migrations and the admin side; for the few statements every event and every
+ * action run pays for, its query building, parameter escaping and result
+ * mapping cost more than the database does.
+ *
+ * Inside `Database.write` the statements run on the transaction's connection
+ * (TypeORM still opens and commits it, so the write path's locking, durability
+ * and storage-fault handling stay in one place). On SQLite a statement is
+ * prepared once per connection (better-sqlite3's Statement); on PostgreSQL it
+ * is a named statement, which pg prepares once per pooled connection.
+ * Statements are written with `?` placeholders and adapted to the database.
+ */
+import { createHash } from 'node:crypto';
+import type { EntityManager } from 'typeorm';
+import { kindOf, toDialect } from './sql.js';
+
+export interface Statements {
+  /** Rows of a SELECT, or of a write's RETURNING. */
+  rows<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /** A write without RETURNING; the number of rows it changed. */
+  run(sql: string, params?: readonly unknown[]): Promise<number>;
+}
+
+interface SqliteStatement {
+  reader: boolean;
+  all(...params: unknown[]): unknown[];
+  run(...params: unknown[]): { changes: number };
+}
+interface SqliteConnection {
+  prepare(sql: string): SqliteStatement;
+}
+interface PgResult {
+  rows: unknown[];
+  rowCount: number | null;
+}
+interface PgQueryable {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<PgResult>;
+}
+
+const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
+const pgNames = new Map<string, { name: string; text: string }>();
+
+/** better-sqlite3 binds numbers, strings, bigints, buffers and null only. */
+function sqliteValue(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  return value;
+}
+
+function sqliteStatement(connection: SqliteConnection, sql: string): SqliteStatement {
+  let cache = prepared.get(connection);
+  if (cache === undefined) prepared.set(connection, (cache = new Map()));
+  let statement = cache.get(sql);
+  if (statement === undefined) cache.set(sql, (statement = connection.prepare(sql)));
+  return statement;
+}
+
+function sqliteStatements(connection: SqliteConnection): Statements {
+  return {
+    async rows<T>(sql: string, params: readonly unknown[] = []) {
+      return sqliteStatement(connection, sql).all(...params.map(sqliteValue)) as T[];
+    },
+    async run(sql: string, params: readonly unknown[] = []) {
+      return sqliteStatement(connection, sql).run(...params.map(sqliteValue)).changes;
+    },
+  };
+}
+
+function pgStatement(sql: string): { name: string; text: string } {
+  let named = pgNames.get(sql);
+  if (named === undefined) {
+    named = { name: `hot_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`, text: toDialect(sql, 'postgres') };
+    pgNames.set(sql, named);
+  }
+  return named;
+}
+
+function pgStatements(client: PgQueryable): Statements {
+  const query = (sql: string, params: readonly unknown[]) =>
+    client.query({ ...pgStatement(sql), values: params.map((value) => (value === undefined ? null : value)) });
+  return {
+    async rows<T>(sql: string, params: readonly unknown[] = []) {
+      return (await query(sql, params)).rows as T[];
+    },
+    async run(sql: string, params: readonly unknown[] = []) {
+      return (await query(sql, params)).rowCount ?? 0;
+    },
+  };
+}
+
+/**
+ * Statements on the manager's connection: a transaction's (inside
+ * `Database.write`), else the data source's own (SQLite's one connection,
+ * PostgreSQL's pool).
+ */
+export function statementsOf(manager: EntityManager): Statements {
+  const driver = manager.connection.driver as unknown as { databaseConnection?: SqliteConnection; master?: PgQueryable };
+  const connection = (manager.queryRunner as unknown as { databaseConnection?: unknown } | undefined)?.databaseConnection;
+  if (kindOf(manager.connection) === 'sqlite') return sqliteStatements((connection ?? driver.databaseConnection) as SqliteConnection);
+  return pgStatements((connection ?? driver.master) as PgQueryable);
+}

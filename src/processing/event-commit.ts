@@ -1,0 +1,131 @@
+/**
+ * The commit of an evaluated event, in the transaction its batch shares: the
+ * event's outcome and explanation (only while this worker still holds the
+ * event's lease), an execution per matched rule (or `throttled`) with its first
+ * action run, and the resource snapshot the next event's `changes` is computed
+ * from. Plain statements (database/statements.ts): this runs for every event.
+ *
+ * The first action runs are leased to this process in the same commit and
+ * handed to its action loop directly, so the normal path needs no claim; the
+ * claim query remains for retries, recovery and other replicas.
+ */
+import { randomUUID } from 'node:crypto';
+import type { DatabaseKind } from '../database/data-source.js';
+import type { Statements } from '../database/statements.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
+import { actionRunId } from './new-action-run.js';
+import type { RuleSnapshot } from './rule-snapshot.js';
+import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
+
+/** Who takes the new action runs at once: this process, under a lease until `until`. */
+export interface HandOff {
+  owner: string;
+  until: string;
+}
+
+const FINISH_EVENT = `
+  UPDATE events SET status = ?, depth = ?, self_caused = ?, error = ?, processed_at = ?, attempts = ?,
+                    next_attempt_at = ?, explanation = ?, lease_owner = NULL, lease_until = NULL
+  WHERE seq = ? AND lease_owner = ? AND status = 'received'`;
+const INSERT_EXECUTION = `
+  INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, error,
+                          throttle_key, created_at, finished_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`;
+const INSERT_RUN = `
+  INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
+                           attempts, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+const SAVE_SNAPSHOT = `
+  INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
+  ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
+const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
+const THROTTLE_COUNT = `
+  SELECT COUNT(*) AS n FROM executions
+  WHERE rule_id = ? AND throttle_key = ? AND created_at > ? AND status <> 'throttled'`;
+
+interface NewExecution {
+  id: string;
+  match: VerdictMatch;
+  throttled: boolean;
+  snapshot: RuleSnapshot;
+}
+
+export class EventCommit {
+  constructor(
+    private readonly kind: DatabaseKind,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** Commits one event; the action runs it created, leased to `handOff` when given (none when the event's lease was lost). */
+  async commit(sql: Statements, claim: ClaimedEvent, owner: string, verdict: Verdict, resource: Record<string, unknown> | undefined, now: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
+    const done = verdict.status !== 'received';
+    const executions = done ? await this.decideThrottles(sql, verdict, now) : [];
+    const explanation = explain(verdict.explanation, executions);
+    const finished = await sql.run(FINISH_EVENT, [
+      verdict.status, verdict.position.depth, verdict.position.selfCaused, verdict.error ?? null, done ? now : null,
+      claim.attempts + (done ? 0 : 1), verdict.retryAt ?? now, JSON.stringify(explanation), claim.seq, owner,
+    ]);
+    if (!finished || !done) return [];
+    const runs: ClaimedActionRun[] = [];
+    for (const execution of executions) {
+      await this.insertExecution(sql, claim, execution, now);
+      this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
+      if (!execution.throttled) runs.push(await this.insertFirstRun(sql, claim, execution, now, handOff));
+    }
+    if (claim.resource_key && resource) await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
+    this.metrics.eventProcessed(claim.type, verdict.status);
+    return runs;
+  }
+
+  /** Counted inside the transaction, under a lock on (rule, key) on PostgreSQL, so concurrent events cannot both slip under the limit. */
+  private async decideThrottles(sql: Statements, verdict: Verdict, now: string): Promise<NewExecution[]> {
+    const executions: NewExecution[] = [];
+    for (const match of verdict.matched) {
+      const throttle = match.rule.definition.options?.throttle;
+      let throttled = false;
+      if (throttle !== undefined && match.throttleKey !== null) {
+        if (this.kind === 'postgres') await sql.rows(THROTTLE_LOCK, [`throttle:${match.rule.id}:${match.throttleKey}`]);
+        const since = new Date(Date.parse(now) - throttle.windowSeconds * 1000).toISOString();
+        const [recent] = await sql.rows<{ n: number | string }>(THROTTLE_COUNT, [match.rule.id, match.throttleKey, since]);
+        // Earlier events of the batch are in the table already: the batch commits them in order.
+        throttled = Number(recent.n) >= throttle.limit;
+      }
+      executions.push({ id: randomUUID(), match, throttled, snapshot: snapshotOf(match) });
+    }
+    return executions;
+  }
+
+  private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled, snapshot }: NewExecution, now: string) {
+    await sql.run(INSERT_EXECUTION, [
+      id, claim.seq, claim.event_id, match.rule.id, match.rule.version, throttled ? 'throttled' : 'running',
+      JSON.stringify(match.evaluation.conditions), JSON.stringify(snapshot), match.throttleKey, now, throttled ? now : null,
+    ]);
+  }
+
+  private async insertFirstRun(sql: Statements, claim: ClaimedEvent, { id, match, snapshot }: NewExecution, now: string, handOff?: HandOff): Promise<ClaimedActionRun> {
+    const action = snapshot.actions[0];
+    const run: ClaimedActionRun = {
+      id: actionRunId(claim.event_id, match.rule.id, 0), execution_id: id, event_seq: claim.seq, resource_key: claim.resource_key,
+      rule_id: match.rule.id, position: 0, action_id: action.id ?? null, type: action.type, attempts: handOff ? 1 : 0,
+    };
+    await sql.run(INSERT_RUN, [
+      run.id, id, claim.seq, claim.resource_key, match.rule.id, run.action_id, run.type, handOff ? 'running' : 'pending',
+      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, now, now,
+    ]);
+    return run;
+  }
+}
+
+function snapshotOf({ rule }: VerdictMatch): RuleSnapshot {
+  return { id: rule.id, name: rule.definition.name, version: rule.version, timezone: rule.definition.schedule?.timezone, actions: rule.definition.actions };
+}
+
+/** The explanation as stored: each matched rule names its execution, and a throttled one says so. */
+function explain(explanation: RuleExplanation[], executions: NewExecution[]): RuleExplanation[] {
+  for (const { id, match, throttled } of executions) {
+    const entry = explanation.find((e) => e.rule === match.rule.id);
+    if (entry) Object.assign(entry, { execution: id }, throttled ? { outcome: 'throttled' } : {});
+  }
+  return explanation;
+}
