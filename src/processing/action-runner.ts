@@ -56,9 +56,11 @@ export class ActionRunner {
     if (this.config.dryRun) {
       return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
-    if (request.targetId !== undefined) {
+    if (request.targetId !== undefined && !(claim.request && claim.attempts === 1)) {
       // The resource is known before the request goes out: record it first, so the
-      // service's webhook about the change finds it however soon it arrives.
+      // service's webhook about the change finds it however soon it arrives. (A
+      // request rendered when the run was created had it recorded then; a retry
+      // refreshes it, as the self-caused window counts from the change.)
       const resourceKey = touchedResource(claim.type, request, null);
       await this.db.write((manager) => saveProvenance(statementsOf(manager), claim, resourceKey, this.nowIso()));
     }

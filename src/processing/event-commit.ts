@@ -5,15 +5,24 @@
  * action run, and the resource snapshot the next event's `changes` is computed
  * from. Plain statements (database/statements.ts): this runs for every event.
  *
- * The first action runs are leased to this process in the same commit and
- * handed to its action loop directly, so the normal path needs no claim; the
- * claim query remains for retries, recovery and other replicas.
+ * A first action run's request is rendered here, from the event in hand, and
+ * stored with the run (it is sent unchanged on every attempt); when it names
+ * the resource it will change, that resource's provenance is recorded in the
+ * same commit, so the service's webhook about the change finds it however
+ * soon it arrives. First runs may be leased to this process in the same
+ * commit and handed to its action loop directly, so the normal path needs no
+ * claim; the claim query remains for retries, recovery and other replicas.
  */
 import { randomUUID } from 'node:crypto';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
+import { touchedResource } from '../actions/action-types.js';
+import { renderActionRequest } from '../actions/request-renderer.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import { templateContext } from '../rules/template-context.js';
+import type { PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
+import { saveProvenance } from './execution-progress.js';
 import { actionRunId } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
@@ -34,8 +43,8 @@ const INSERT_EXECUTION = `
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`;
 const INSERT_RUN = `
   INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
-                           attempts, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+                           attempts, next_attempt_at, lease_owner, lease_until, request, created_at, updated_at)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
@@ -54,11 +63,12 @@ interface NewExecution {
 export class EventCommit {
   constructor(
     private readonly kind: DatabaseKind,
+    private readonly dryRun: boolean,
     private readonly metrics: Metrics,
   ) {}
 
   /** Commits one event; the action runs it created, leased to `handOff` when given (none when the event's lease was lost). */
-  async commit(sql: Statements, claim: ClaimedEvent, owner: string, verdict: Verdict, resource: Record<string, unknown> | undefined, now: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
+  async commit(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, owner: string, now: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
     const done = verdict.status !== 'received';
     const executions = done ? await this.decideThrottles(sql, verdict, now) : [];
     const explanation = explain(verdict.explanation, executions);
@@ -71,7 +81,7 @@ export class EventCommit {
     for (const execution of executions) {
       await this.insertExecution(sql, claim, execution, now);
       this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
-      if (!execution.throttled) runs.push(await this.insertFirstRun(sql, claim, execution, now, handOff));
+      if (!execution.throttled) runs.push(await this.insertFirstRun(sql, claim, execution, now, { handOff, envelope }));
     }
     if (claim.resource_key && resource) await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
     this.metrics.eventProcessed(claim.type, verdict.status);
@@ -103,16 +113,28 @@ export class EventCommit {
     ]);
   }
 
-  private async insertFirstRun(sql: Statements, claim: ClaimedEvent, { id, match, snapshot }: NewExecution, now: string, handOff?: HandOff): Promise<ClaimedActionRun> {
+  private async insertFirstRun(
+    sql: Statements,
+    claim: ClaimedEvent,
+    { id, match, snapshot }: NewExecution,
+    now: string,
+    { handOff, envelope }: { handOff?: HandOff; envelope?: EventEnvelope },
+  ): Promise<ClaimedActionRun> {
     const action = snapshot.actions[0];
     const run: ClaimedActionRun = {
       id: actionRunId(claim.event_id, match.rule.id, 0), execution_id: id, event_seq: claim.seq, resource_key: claim.resource_key,
-      rule_id: match.rule.id, position: 0, action_id: action.id ?? null, type: action.type, attempts: handOff ? 1 : 0,
+      rule_id: match.rule.id, position: 0, action_id: action.id ?? null, type: action.type, attempts: handOff ? 1 : 0, request: null,
     };
+    const rendered = envelope && renderActionRequest(action, templateContext(snapshot, envelope, new Date(now)), `${snapshot.id}@${snapshot.version}#0`);
+    // A request that cannot be rendered is left to the runner, which records why it failed.
+    if (rendered && rendered.ok) run.request = JSON.stringify(rendered.request);
     await sql.run(INSERT_RUN, [
       run.id, id, claim.seq, claim.resource_key, match.rule.id, run.action_id, run.type, handOff ? 'running' : 'pending',
-      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, now, now,
+      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,
     ]);
+    if (rendered && rendered.ok && rendered.request.targetId !== undefined && !this.dryRun) {
+      await saveProvenance(sql, run, touchedResource(run.type, rendered.request, null), now);
+    }
     return run;
   }
 }

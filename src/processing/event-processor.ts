@@ -52,6 +52,8 @@ export interface PreparedEvent {
   claim: ClaimedEvent;
   verdict: Verdict;
   resource: Record<string, unknown> | undefined;
+  /** The parsed event; absent for a crash record. */
+  envelope?: EventEnvelope;
 }
 
 export interface Verdict {
@@ -76,7 +78,7 @@ export class EventProcessor {
     private readonly client: ServiceClient,
     private readonly metrics: Metrics,
   ) {
-    this.committer = new EventCommit(db.kind, metrics);
+    this.committer = new EventCommit(db.kind, config.dryRun, metrics);
   }
 
   /** The snapshots and provenance of the resources a batch is about, read in two queries for the whole batch. */
@@ -111,7 +113,7 @@ export class EventProcessor {
       const sql = statementsOf(manager);
       const now = this.clock.now().toISOString();
       const runs: ClaimedActionRun[] = [];
-      for (const p of prepared) runs.push(...(await this.committer.commit(sql, p.claim, leaseOwner, p.verdict, p.resource, now, handOff)));
+      for (const p of prepared) runs.push(...(await this.committer.commit(sql, p, leaseOwner, now, handOff)));
       return runs;
     });
   }
@@ -133,7 +135,7 @@ export class EventProcessor {
       const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
       verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
     }
-    return { claim, verdict, resource };
+    return { claim, verdict, resource, envelope };
   }
 
   /**

@@ -1,7 +1,9 @@
 /**
- * The request an action run sends. It is rendered once, at the first attempt,
- * and sent unchanged on every retry: the Idempotency-Key promises the service
- * the same request, and a template reading `now` would otherwise change it.
+ * The request an action run sends. It is rendered once, when the run is
+ * created (the first action, event-commit.ts) or at its first attempt (later
+ * actions, which read the earlier ones' responses), and sent unchanged on
+ * every retry: the Idempotency-Key promises the service the same request, and
+ * a template reading `now` would otherwise change it.
  */
 import { Inject, Injectable } from '@nestjs/common';
 import { renderActionRequest, type RenderedRequest } from '../actions/request-renderer.js';
@@ -29,8 +31,8 @@ export class RunRequests {
 
   async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<RenderedRequest> {
     const sql = statementsOf(this.db.manager);
-    const [stored] = await sql.rows<{ request: string | null }>(STORED_REQUEST, [claim.id]);
-    if (stored?.request) return { ok: true, request: JSON.parse(stored.request) as ServiceRequest };
+    const stored = claim.request ?? (await sql.rows<{ request: string | null }>(STORED_REQUEST, [claim.id]))[0]?.request;
+    if (stored) return { ok: true, request: JSON.parse(stored) as ServiceRequest };
     const [event] = await sql.rows<{ payload: string }>(EVENT_PAYLOAD, [claim.event_seq]);
     if (!event) throw new Error(`event ${claim.event_seq} of action run ${claim.id} is missing`);
     const context = templateContext(rule, safeJsonParse(event.payload), this.clock.now(), await this.earlierActions(claim));

@@ -54,6 +54,8 @@ export interface ClaimedActionRun {
   action_id: string | null;
   type: string;
   attempts: number;
+  /** The request as rendered when the run was created or first attempted; null until then. */
+  request?: string | null;
 }
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
@@ -136,7 +138,7 @@ export class WorkQueue {
         WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ?
           AND (lease_until IS NULL OR lease_until < ?)
         ORDER BY next_attempt_at LIMIT ? ${this.skipLocked})
-      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts`;
+      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request`;
     const params = [this.owner, isoIn(this.clock, leaseMs), now, now, now, limit];
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(sql, params));
   }
