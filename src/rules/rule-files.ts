@@ -119,13 +119,27 @@ async function readText(path: string, file: string): Promise<string | RuleProble
   }
 }
 
+/** Files read at once: enough to keep the disk busy, few enough for any open-files limit. */
+const READ_AHEAD = 64;
+
+/** The texts of the files, read side by side (a thousand rule files one after the other cost a second). */
+async function readTexts(base: string, paths: string[]): Promise<Array<string | RuleProblem>> {
+  const texts: Array<string | RuleProblem> = [];
+  for (let i = 0; i < paths.length; i += READ_AHEAD) {
+    const chunk = paths.slice(i, i + READ_AHEAD);
+    texts.push(...(await Promise.all(chunk.map((path) => readText(join(base, path), displayPath(join(base, path)))))));
+  }
+  return texts;
+}
+
 async function loadFiles(base: string, paths: string[]): Promise<RuleFiles> {
   const result: RuleFiles = { rules: [], problems: [], files: [] };
   const owners = new Map<string, string>();
-  for (const path of paths) {
+  const texts = await readTexts(base, paths);
+  for (const [i, path] of paths.entries()) {
     const file = displayPath(join(base, path));
     result.files.push(file);
-    const text = await readText(join(base, path), file);
+    const text = texts[i];
     if (typeof text !== 'string') {
       result.problems.push(text);
       continue;
