@@ -21,6 +21,7 @@ export const ERROR_STATUS = {
   webhook_secret_not_configured: 503,
   shutting_down: 503,
   not_ready: 503,
+  storage_unavailable: 503,
   internal_error: 500,
 } as const;
 
@@ -38,6 +39,44 @@ export class DomainError extends Error {
 
   get status(): number {
     return ERROR_STATUS[this.code];
+  }
+
+  /** Seconds a caller should wait before trying again (the answer's Retry-After), when waiting helps. */
+  get retryAfterSeconds(): number | undefined {
+    return undefined;
+  }
+}
+
+/** What kept a write from the database: the `kind` label of the storage metrics and answers. */
+export type StorageFaultKind = 'disk_full' | 'read_only' | 'io_error' | 'unreachable';
+
+/** How long a refused sender is asked to wait: about the workers' longest pause between tries. */
+export const STORAGE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * The database cannot take a write now (full disk, read-only file, I/O error,
+ * PostgreSQL unreachable or refusing writes). Nothing of the write was kept, so
+ * the caller may send it again. `outage` is the fault this refusal belongs to:
+ * answering a request with it counts that request as refused
+ * (database/storage-health.ts reports the count when the fault ends).
+ */
+export class StorageUnavailableError extends DomainError {
+  constructor(
+    readonly kind: StorageFaultKind,
+    message: string,
+    private readonly outage?: { refused(): void },
+  ) {
+    super('storage_unavailable', message);
+    this.name = 'StorageUnavailableError';
+  }
+
+  override get retryAfterSeconds(): number {
+    return STORAGE_RETRY_AFTER_SECONDS;
+  }
+
+  /** One request was answered with this refusal. */
+  refused(): void {
+    this.outage?.refused();
   }
 }
 

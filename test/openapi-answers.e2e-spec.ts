@@ -20,8 +20,10 @@ const OVERSIZED = JSON.stringify({ type: 'task.created', data: { pad: 'p'.repeat
 
 /** Declared answers no test here can bring about cheaply, and why. */
 const NOT_DRIVEN = new Set([
-  'GET /health/ready 503', // needs a database that stops answering under a running engine
+  'GET /health/ready 503', // needs a database that refuses writes: test/storage-faults.e2e-spec.ts
 ]);
+/** A write refused while the database refuses writes: driven in test/storage-faults.e2e-spec.ts (an admin injection there). */
+const refusedWrite = (answer: string) => /^(POST|PUT|DELETE) \/admin\/\S+ 503$/.test(answer);
 
 const apiRule = { id: 'api-rule', on: 'task.created', actions: [{ type: 'task.delete', params: { id: '{{ event.data.task.id }}' } }] };
 
@@ -326,6 +328,6 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
         Object.keys(operation.responses ?? {}).map((status) => `${method.toUpperCase()} ${template} ${status}`),
       ),
     );
-    expect(declared.filter((answer) => !seen.has(answer) && !NOT_DRIVEN.has(answer))).toEqual([]);
+    expect(declared.filter((answer) => !seen.has(answer) && !NOT_DRIVEN.has(answer) && !refusedWrite(answer))).toEqual([]);
   });
 });

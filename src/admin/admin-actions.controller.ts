@@ -1,7 +1,7 @@
 import { Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, ListQueries, Paged } from '../http/openapi.js';
+import { AdminRoute, ListQueries, Paged, StorageWrite } from '../http/openapi.js';
 import { AdminActionsService } from './admin-actions.service.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
@@ -24,6 +24,7 @@ export class AdminActionsController {
   }
 
   @Post(':id/retry')
+  @StorageWrite()
   @HttpCode(200)
   @AdminRoute('Retry a failed action run; its execution resumes from it', 200, 'ActionRun', [404, 'no such action run'], [409, 'the run has not failed (not_retryable)'])
   async retry(@Param('id') id: string) {

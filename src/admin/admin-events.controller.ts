@@ -5,7 +5,7 @@ import { readBody } from '../http/body.js';
 import { IntakeService } from '../intake/intake.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, JsonBody, ListQueries, Paged, SuccessResponse } from '../http/openapi.js';
+import { AdminRoute, JsonBody, ListQueries, Paged, StorageWrite, SuccessResponse } from '../http/openapi.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 
@@ -34,6 +34,7 @@ export class AdminEventsController {
 
   /** Evaluates a stored event again, as a new event linked to the original. */
   @Post(':id/replay')
+  @StorageWrite()
   @HttpCode(202)
   @AdminRoute('Evaluate a stored event again, as a new event linked to the original', 202, 'Replayed', [404, 'no such event'])
   replay(@Param('id') id: string) {
@@ -42,6 +43,7 @@ export class AdminEventsController {
 
   /** Injects an event as if the service had sent it, without a signature. */
   @Post()
+  @StorageWrite()
   @HttpCode(202)
   @AdminRoute('Inject an event (no signature needed); 200 when its id is known already', 202, 'Accepted', [400, 'not JSON or not an event'])
   @SuccessResponse(200, 'this event id was received before (not processed again)', 'Accepted')

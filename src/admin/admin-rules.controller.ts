@@ -6,7 +6,7 @@ import { ApiRulesService } from '../rules/api-rules.service.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
-import { AdminRoute, JsonBody, ListQueries, Paged } from '../http/openapi.js';
+import { AdminRoute, JsonBody, ListQueries, Paged, StorageWrite } from '../http/openapi.js';
 import { AdminRulesService } from './admin-rules.service.js';
 import { readJson } from '../http/json-body.js';
 import { decodeCursor, parseLimit, toPage } from './pagination.js';
@@ -67,6 +67,7 @@ export class AdminRulesController {
   }
 
   @Post()
+  @StorageWrite()
   @AdminRoute('Create an API-managed rule', 201, 'RuleDetail', [400, 'the rule is invalid (details)'], [409, 'the id is taken (rule_id_taken)'])
   @JsonBody('Rule')
   async create(@Req() req: Request) {
@@ -81,6 +82,7 @@ export class AdminRulesController {
   }
 
   @Put(':id')
+  @StorageWrite()
   @AdminRoute('Replace an API-managed rule', 200, 'RuleDetail', [400, 'the rule is invalid (details)'], [404, 'no such rule'], [409, 'the rule is defined in a file (rule_defined_in_file)'])
   @JsonBody('Rule')
   async replace(@Param('id') id: string, @Req() req: Request) {
@@ -89,6 +91,7 @@ export class AdminRulesController {
   }
 
   @Delete(':id')
+  @StorageWrite()
   @HttpCode(204)
   @AdminRoute('Delete an API-managed rule', 204, undefined, [404, 'no such rule'], [409, 'the rule is defined in a file (rule_defined_in_file)'])
   async remove(@Param('id') id: string): Promise<void> {
@@ -96,6 +99,7 @@ export class AdminRulesController {
   }
 
   @Post(':id/enable')
+  @StorageWrite()
   @HttpCode(200)
   @AdminRoute('Enable a rule (survives restarts and reloads)', 200, 'RuleDetail', [404, 'no such rule'])
   async enable(@Param('id') id: string) {
@@ -105,6 +109,7 @@ export class AdminRulesController {
   }
 
   @Post(':id/disable')
+  @StorageWrite()
   @HttpCode(200)
   @AdminRoute('Disable a rule (survives restarts and reloads)', 200, 'RuleDetail', [404, 'no such rule'])
   async disable(@Param('id') id: string) {

@@ -1,7 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { errorResponse } from '../http/openapi.js';
-import { DataSource } from 'typeorm';
+import { Database } from '../database/database.service.js';
 import { DomainError } from '../errors.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 
@@ -9,7 +9,7 @@ import { RuleRegistry } from '../rules/rule-registry.service.js';
 @Controller('health')
 export class HealthController {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly db: Database,
     private readonly rules: RuleRegistry,
   ) {}
 
@@ -20,16 +20,26 @@ export class HealthController {
     return { status: 'ok' };
   }
 
-  /** Ready when the database answers and the rules are loaded. */
+  /**
+   * Ready when the database answers and takes writes, and the rules are loaded.
+   * While writes are failing, each check tries one real write, so the answer
+   * turns 200 as soon as the database takes writes again, traffic or not.
+   */
   @Get('ready')
-  @ApiOperation({ summary: 'The database answers and the rules are loaded' })
+  @ApiOperation({ summary: 'The database answers and takes writes, and the rules are loaded' })
   @ApiResponse({ status: 200, schema: { type: 'object', properties: { status: { type: 'string' }, rules: { type: 'integer' } } } })
-  @errorResponse(503, 'not ready (not_ready)')
+  @errorResponse(503, 'not ready: the database does not answer or the rules are not loaded (not_ready), or the database refuses writes (storage_unavailable)')
   async ready() {
     try {
-      await this.dataSource.query('SELECT 1');
+      await this.db.manager.query('SELECT 1');
     } catch {
       throw new DomainError('not_ready', 'the database does not answer');
+    }
+    const fault = this.db.health.current;
+    if (fault && !(await this.db.probe())) {
+      // Kind and time only: this route needs no token, and the driver's words (paths, hosts) are in the log.
+      const { kind, since } = this.db.health.current ?? fault;
+      throw new DomainError('storage_unavailable', `the database refuses writes (${kind}) since ${since.toISOString()}; the engine's log says why`);
     }
     if (!this.rules.ready) throw new DomainError('not_ready', 'rules are not loaded yet');
     return { status: 'ok', rules: this.rules.all().length };

@@ -1,6 +1,7 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ServiceClient } from '../actions/service-client.js';
+import { Database } from '../database/database.service.js';
 import { Metrics } from '../observability/metrics.js';
 import { WorkQueue } from '../processing/work-queue.js';
 
@@ -11,6 +12,7 @@ export class MetricsController {
     private readonly metrics: Metrics,
     private readonly queue: WorkQueue,
     private readonly client: ServiceClient,
+    private readonly db: Database,
   ) {}
 
   @Get()
@@ -19,9 +21,13 @@ export class MetricsController {
   @ApiResponse({ status: 200, description: 'Prometheus text format', schema: { type: 'string' } })
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
   async scrape(): Promise<string> {
-    const depths = await this.queue.depths();
-    this.metrics.queueDepth.set({ queue: 'events' }, depths.events);
-    this.metrics.queueDepth.set({ queue: 'actions' }, depths.actions);
+    this.metrics.storageFailed(this.db.health.failuresByKind);
+    // While the database does not answer, the depths keep their last values: the scrape that shows the storage failures must not fail with it.
+    const depths = await this.queue.depths().catch(() => undefined);
+    if (depths) {
+      this.metrics.queueDepth.set({ queue: 'events' }, depths.events);
+      this.metrics.queueDepth.set({ queue: 'actions' }, depths.actions);
+    }
     if (this.client.lastRemaining !== undefined) this.metrics.rateLimitRemaining.set(this.client.lastRemaining);
     return this.metrics.registry.metrics();
   }

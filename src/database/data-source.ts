@@ -3,7 +3,7 @@
  * the embedded default; PostgreSQL is the scale-out path. The schema comes from
  * migrations on both; nothing is synchronised from the entities.
  */
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
 import { ActionRunEntity } from './action-run.entity.js';
@@ -17,9 +17,17 @@ import { ApiRuleEntity } from './api-rule.entity.js';
 import { LoopsAndThrottles1764200000000 } from './migrations/1764200000000-loops-and-throttles.js';
 import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
 import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-indexes.js';
+import { StorageProbe1764400000000 } from './migrations/1764400000000-storage-probe.js';
+import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
-export const MIGRATIONS = [InitialSchema1764000000000, ApiRules1764100000000, LoopsAndThrottles1764200000000, ClaimIndexes1764300000000];
+export const MIGRATIONS = [
+  InitialSchema1764000000000,
+  ApiRules1764100000000,
+  LoopsAndThrottles1764200000000,
+  ClaimIndexes1764300000000,
+  StorageProbe1764400000000,
+];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
 
@@ -33,7 +41,10 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     return { ...common, type: 'postgres', url, poolSize: 10 };
   }
   const file = url.slice('sqlite:'.length);
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  if (file !== ':memory:') {
+    mkdirSync(dirname(file), { recursive: true });
+    assertWritable(file);
+  }
   return {
     ...common,
     type: 'better-sqlite3',
@@ -45,4 +56,32 @@ export function dataSourceOptions(url: string): DataSourceOptions {
       db.pragma('busy_timeout = 5000');
     },
   };
+}
+
+/**
+ * The folder of a SQLite file must be writable (its write-ahead log and index
+ * live there). Checked here, before the data source opens: on a read-only file
+ * system SQLite cannot even read a WAL database, and a data source that fails to
+ * open fails the engine's start inside Nest, with Nest's stack trace instead of
+ * this message. (A read-only file in a writable folder opens, read-only, and the
+ * engine's first write at start refuses it: database.service.ts. rules:backtest
+ * only reads such a file.)
+ */
+function assertWritable(file: string): void {
+  try {
+    accessSync(dirname(file), constants.W_OK);
+  } catch (error) {
+    throw unwritableDatabase(`sqlite:${file}`, fileFault(error as NodeJS.ErrnoException, 'its folder cannot be written'));
+  }
+}
+
+/** Where the database is, for messages: the SQLite file, or PostgreSQL's host, port and database without credentials. */
+export function databaseLocation(options: DataSourceOptions): string {
+  if (options.type !== 'postgres') return `sqlite:${String(options.database)}`;
+  try {
+    const url = new URL(options.url ?? '');
+    return `postgres://${url.host}${url.pathname}`;
+  } catch {
+    return 'postgres';
+  }
 }

@@ -18,18 +18,41 @@
  * safe: the work is simply done again, and action runs have ids derived from
  * what they are (event, rule, position), so a re-done action keeps its
  * Idempotency-Key.
+ *
+ * Storage faults: a write the database refuses (full disk, read-only file, I/O
+ * error, PostgreSQL unreachable or refusing writes) throws
+ * StorageUnavailableError (503 with Retry-After) and starts a fault in
+ * `health`; the connection is left clean for the next write (transactions.ts),
+ * and on SQLite reopened when only a new connection can see the file repaired.
+ * While a fault lasts, a write that goes through is followed by a probe, one
+ * real write to `storage_probe` (a write that changes nothing proves nothing on
+ * a full disk), and the fault ends when the probe goes through once no write
+ * has failed for a second (storage-health.ts).
  */
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { Mutex } from 'async-mutex';
 import { DataSource, type EntityManager } from 'typeorm';
-import type { DatabaseKind } from './data-source.js';
-import { kindOf } from './sql.js';
+import { databaseLocation, type DatabaseKind } from './data-source.js';
+import { kindOf, queryRows } from './sql.js';
+import { storageFaultOf, unwritableDatabase, type StorageFault } from './storage-faults.js';
+import { StorageHealth } from './storage-health.js';
+import { inTransaction, reopenSqlite } from './transactions.js';
+
+type Work<T> = (manager: EntityManager) => Promise<T>;
+
+/** Faults that a new SQLite connection may cure once the file is repaired; tried at most this often. */
+const REOPEN_KINDS = new Set(['read_only', 'io_error']);
+const REOPEN_EVERY_MS = 1_000;
+
+const probe: Work<unknown> = (manager) => queryRows(manager, 'UPDATE storage_probe SET written_at = ? WHERE id = 1', [new Date().toISOString()]);
 
 @Injectable()
-export class Database {
+export class Database implements OnModuleInit {
   private readonly mutex = new Mutex();
   private synchronous: 'FULL' | 'NORMAL' | undefined;
+  private reopenedAt = 0;
   readonly kind: DatabaseKind;
+  readonly health = new StorageHealth();
 
   constructor(readonly dataSource: DataSource) {
     this.kind = kindOf(dataSource);
@@ -39,15 +62,62 @@ export class Database {
     return this.dataSource.manager;
   }
 
-  write<T>(work: (manager: EntityManager) => Promise<T>, options: { durable?: boolean } = {}): Promise<T> {
-    if (this.kind === 'postgres') return this.dataSource.transaction(work);
+  /** The engine does not start on a database it cannot write: it says why, instead of failing on the first webhook. */
+  async onModuleInit(): Promise<void> {
+    try {
+      await this.attempt(probe, { durable: true });
+    } catch (error) {
+      const fault = storageFaultOf(error);
+      throw fault ? unwritableDatabase(databaseLocation(this.dataSource.options), fault) : error;
+    }
+  }
+
+  async write<T>(work: Work<T>, options: { durable?: boolean } = {}): Promise<T> {
+    let result: T;
+    try {
+      result = await this.attempt(work, options);
+    } catch (error) {
+      const fault = storageFaultOf(error);
+      throw fault ? this.health.failed(fault) : error;
+    }
+    if (this.health.current && this.health.settled) await this.probe();
+    return result;
+  }
+
+  /** Tries one real write; true when it goes through and no fault is left (storage-health.ts says when one ends). */
+  async probe(): Promise<boolean> {
+    try {
+      await this.attempt(probe, { durable: true });
+    } catch (error) {
+      const fault = storageFaultOf(error);
+      if (!fault) throw error;
+      this.health.failed(fault);
+      return false;
+    }
+    return this.health.recovered();
+  }
+
+  private attempt<T>(work: Work<T>, options: { durable?: boolean }): Promise<T> {
+    if (this.kind === 'postgres') return inTransaction(this.dataSource, work);
     return this.mutex.runExclusive(async () => {
-      const wanted = options.durable ? 'FULL' : 'NORMAL';
-      if (this.synchronous !== wanted) {
-        await this.dataSource.query(`PRAGMA synchronous = ${wanted}`);
-        this.synchronous = wanted;
+      try {
+        const wanted = options.durable ? 'FULL' : 'NORMAL';
+        if (this.synchronous !== wanted) {
+          await this.dataSource.query(`PRAGMA synchronous = ${wanted}`);
+          this.synchronous = wanted;
+        }
+        return await inTransaction(this.dataSource, work);
+      } catch (error) {
+        await this.reopenIfItHelps(storageFaultOf(error));
+        throw error;
       }
-      return this.dataSource.transaction(work);
     });
+  }
+
+  private async reopenIfItHelps(fault: StorageFault | undefined): Promise<void> {
+    if (!fault || !REOPEN_KINDS.has(fault.kind) || Date.now() - this.reopenedAt < REOPEN_EVERY_MS) return;
+    this.reopenedAt = Date.now();
+    this.synchronous = undefined;
+    await reopenSqlite(this.dataSource).catch(() => undefined); // still failing: the next write says so, and tries again later
   }
 }

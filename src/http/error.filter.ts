@@ -1,10 +1,13 @@
 /**
  * The one place errors become HTTP answers, always in the service's shape
- * `{"error":{"code","message","details?"}}`, never with a stack trace.
+ * `{"error":{"code","message","details?"}}`, never with a stack trace. A
+ * refusal that waiting can cure (the database cannot take writes) carries
+ * Retry-After, and is not logged here: the fault is logged once when it starts
+ * and once when it ends, with the number of requests it refused.
  */
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Response } from 'express';
-import { DomainError, errorBody } from '../errors.js';
+import { DomainError, errorBody, StorageUnavailableError } from '../errors.js';
 
 const HTTP_CODES: Record<number, string> = {
   400: 'bad_request',
@@ -28,6 +31,8 @@ export class ErrorFilter implements ExceptionFilter {
     if (res.headersSent) return;
     if (exception instanceof DomainError) {
       if (exception.code === 'payload_too_large') res.setHeader('Connection', 'close');
+      if (exception.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(exception.retryAfterSeconds));
+      if (exception instanceof StorageUnavailableError) exception.refused();
       res.status(exception.status).json(errorBody(exception.code, exception.message, exception.details));
       return;
     }

@@ -194,6 +194,9 @@ export const JsonBody = (schema: string | Schema, description?: string) =>
     errorResponse(413, 'body larger than WEBHOOK_MAX_BYTES (payload_too_large)'),
   );
 
+/** A route that writes to the database: while the database refuses writes it answers 503 with Retry-After. */
+export const StorageWrite = () => errorResponse(503, 'the database refuses writes (storage_unavailable); nothing was stored; Retry-After says when to try again');
+
 export { errorResponse };
 
 export function buildOpenApi(app: INestApplication): OpenAPIObject {

@@ -3,7 +3,9 @@
  * formed; one INSERT … ON CONFLICT DO NOTHING RETURNING commits the whole batch,
  * and only then is each caller told whether its event was new or a duplicate.
  * Nothing is acknowledged before it is committed, and under load many events
- * share one transaction (one fsync) instead of paying one each.
+ * share one transaction (one fsync) instead of paying one each. When the
+ * database refuses the batch (a storage fault), every caller in it gets the
+ * same refusal, 503 storage_unavailable: none of them was stored.
  */
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';

@@ -24,7 +24,7 @@ export class IntakeController {
   @errorResponse(400, 'not JSON (invalid_json), or not an event (invalid_event)')
   @errorResponse(401, 'missing_signature or invalid_signature')
   @errorResponse(413, 'body larger than WEBHOOK_MAX_BYTES (payload_too_large)')
-  @errorResponse(503, 'no WEBHOOK_SECRET configured, or the engine is shutting down')
+  @errorResponse(503, 'no WEBHOOK_SECRET configured, the engine is shutting down, or its database cannot take writes now (storage_unavailable, with Retry-After): nothing was stored')
   async receive(
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,

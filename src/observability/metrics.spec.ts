@@ -62,6 +62,17 @@ describe(Metrics.name, () => {
     });
   });
 
+  it('counts storage failures by kind from the counts it is given, without counting any twice', async () => {
+    const metrics = new Metrics();
+    metrics.storageFailed(new Map([['disk_full', 3]]));
+    metrics.storageFailed(new Map([['disk_full', 5], ['read_only', 1]]));
+    metrics.storageFailed(new Map([['disk_full', 5], ['read_only', 1]]));
+    expect(await seriesOf(metrics, 'engine_storage_failures_total')).toEqual([
+      { kind: 'disk_full', value: 5 },
+      { kind: 'read_only', value: 1 },
+    ]);
+  });
+
   it('keeps one registry per instance', async () => {
     const first = new Metrics();
     const second = new Metrics();

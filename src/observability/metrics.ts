@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 @Injectable()
 export class Metrics {
   readonly registry = new Registry();
+  private readonly storageFailuresSeen = new Map<string, number>();
 
   readonly eventsReceived = new Counter({
     name: 'engine_events_received_total',
@@ -51,6 +52,12 @@ export class Metrics {
     labelNames: ['queue'],
     registers: [this.registry],
   });
+  readonly storageFailures = new Counter({
+    name: 'engine_storage_failures_total',
+    help: 'Writes the database refused, by kind (disk_full, read_only, io_error, unreachable)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
   readonly rateLimitRemaining = new Gauge({
     name: 'engine_service_ratelimit_remaining',
     help: 'The last X-RateLimit-Remaining the service sent',
@@ -67,6 +74,15 @@ export class Metrics {
 
   ruleMatched(rule: string, outcome: string): void {
     this.ruleMatches.inc({ rule, outcome });
+  }
+
+  /** The database layer counts refused writes itself; a scrape copies its counts here. */
+  storageFailed(counts: ReadonlyMap<string, number>): void {
+    for (const [kind, total] of counts) {
+      const seen = this.storageFailuresSeen.get(kind) ?? 0;
+      if (total > seen) this.storageFailures.inc({ kind }, total - seen);
+      this.storageFailuresSeen.set(kind, total);
+    }
   }
 
   actionRun(type: string, outcome: string, seconds?: number): void {

@@ -10,10 +10,21 @@
  * item is logged and recorded on the item as a failed attempt (retried with
  * backoff, failed for good after ACTION_MAX_ATTEMPTS); if even that cannot be
  * written, the item's lease runs out and it is taken again.
+ *
+ * A storage fault (the database refuses writes: full disk, read-only, I/O
+ * error, PostgreSQL unreachable) is not the item's fault: it is neither logged
+ * per item (the database logs the fault once when it starts and once when it
+ * ends) nor recorded as an attempt. The loops pause instead, longer each time up
+ * to STORAGE_PAUSES_MS's last step, and once writes go through again the event
+ * loop hands back the event leases it could not complete, so that work resumes
+ * at once rather than when the leases run out.
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
+import { Database } from '../database/database.service.js';
+import { storageFaultOf } from '../database/storage-faults.js';
+import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor, type PreparedEvent } from './event-processor.js';
 import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from './work-queue.js';
@@ -22,6 +33,24 @@ const POLL_MS = 250;
 const EVENT_BATCH = 32;
 const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
+/** Pauses between tries while the database refuses writes. */
+const STORAGE_PAUSES_MS = [250, 500, 1_000, 2_000];
+
+class Backoff {
+  private step = 0;
+
+  next(): number {
+    return STORAGE_PAUSES_MS[Math.min(this.step++, STORAGE_PAUSES_MS.length - 1)];
+  }
+
+  reset(): void {
+    this.step = 0;
+  }
+}
+
+function isStorageFault(error: unknown): boolean {
+  return error instanceof StorageUnavailableError || storageFaultOf(error) !== undefined;
+}
 
 class Wakeable {
   private wake: (() => void) | undefined;
@@ -58,12 +87,15 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private running = false;
   private loops: Promise<void>[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Set when a storage fault cut work short while this process held event leases; cleared once they are handed back. */
+  private leasesToHandBack = false;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
     private readonly queue: WorkQueue,
     private readonly processor: EventProcessor,
     private readonly runner: ActionRunner,
+    private readonly db: Database,
     writer: EventWriter,
   ) {
     writer.onCommitted(() => this.events.nudge());
@@ -99,14 +131,32 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 
   private async eventLoop(): Promise<void> {
+    const pause = new Backoff();
     while (this.running) {
-      const claims = await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH));
-      if (!claims || claims.length === 0) {
-        await this.events.sleep(POLL_MS);
-        continue;
+      const claims = (await this.handBackLeases()) ? await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH)) : [];
+      if (claims && claims.length > 0) await this.track(this.processBatch(claims));
+      if (this.storageFailing) await this.events.sleep(pause.next());
+      else {
+        pause.reset();
+        if (!claims || claims.length === 0) await this.events.sleep(POLL_MS);
       }
-      await this.track(this.processBatch(claims));
     }
+  }
+
+  private get storageFailing(): boolean {
+    return this.db.health.current !== undefined;
+  }
+
+  /**
+   * Gives back the leases of events whose evaluation a storage fault cut short,
+   * once writes go through (no batch is in hand here: the loop is between
+   * batches). False while that is not possible yet.
+   */
+  private async handBackLeases(): Promise<boolean> {
+    if (!this.leasesToHandBack) return true;
+    const handedBack = await this.guard('hand back event leases', async () => (await this.queue.releaseMine(), true));
+    if (handedBack) this.leasesToHandBack = false;
+    return handedBack === true;
   }
 
   /** Evaluates a claimed batch concurrently, then commits it in one transaction. */
@@ -120,6 +170,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       if (ready) prepared.push(ready);
     });
     const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner));
+    // Committing each event on its own cannot help when the database takes no writes at all.
+    if (created === undefined && this.leasesToHandBack) return;
     if (created === undefined) {
       // The batch could not be committed as a whole: commit each on its own, so one bad event cannot hold back the others.
       for (const one of prepared) await this.processEvent(one.claim);
@@ -138,6 +190,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
 
   private async actionLoop(): Promise<void> {
     const slots = new Set<Promise<void>>();
+    const pause = new Backoff();
     const maxInFlight = Math.max(4, Math.min(64, Math.ceil(this.config.rateLimitPerMinute / 60)));
     while (this.running) {
       const free = maxInFlight - slots.size;
@@ -149,7 +202,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         });
         slots.add(slot);
       }
-      if (!claims || claims.length === 0) await this.actions.sleep(POLL_MS);
+      if (this.storageFailing) await this.actions.sleep(pause.next());
+      else {
+        pause.reset();
+        if (!claims || claims.length === 0) await this.actions.sleep(POLL_MS);
+      }
     }
     await Promise.allSettled([...slots]);
   }
@@ -171,6 +228,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     try {
       return await work();
     } catch (error) {
+      if (isStorageFault(error)) {
+        // Reported once by the database; the item's lease is handed back (events) or runs out (action runs).
+        this.leasesToHandBack = true;
+        return undefined;
+      }
       this.logger.error(`${what} failed: ${(error as Error).message}`, (error as Error).stack);
       // If even recording fails (the database is down), the lease runs out and the work is taken again.
       await record?.(error as Error).catch(() => undefined);

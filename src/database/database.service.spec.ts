@@ -1,0 +1,182 @@
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { StorageUnavailableError } from '../errors.js';
+import { databasesUnderTest, postgresUrlForTests, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
+import { dataSourceOptions } from './data-source.js';
+import { Database } from './database.service.js';
+import { queryRows } from './sql.js';
+import { QUIET_MS } from './storage-health.js';
+
+const kinds = await databasesUnderTest('database writes after a failed commit');
+
+/** A fault ends with a write that goes through once none has failed for QUIET_MS. */
+async function faultEnds(db: Database): Promise<boolean> {
+  await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+  return (await db.probe()) && db.health.current === undefined;
+}
+
+/** better-sqlite3, as much of it as these tests use (it ships no types). */
+interface SqliteConnection {
+  readonly inTransaction: boolean;
+  prepare(sql: string): { all(): unknown[] };
+  close(): void;
+}
+const BetterSqlite3 = createRequire(import.meta.url)('better-sqlite3') as new (file: string, options?: { readonly?: boolean }) => SqliteConnection;
+
+/** The connection TypeORM shares on SQLite. */
+function sqliteConnection(db: Database): SqliteConnection {
+  return (db.dataSource.driver as unknown as { databaseConnection: SqliteConnection }).databaseConnection;
+}
+
+/** Rows of `notes` as another connection sees them: only what was committed. */
+async function committedNotes(kind: 'sqlite' | 'postgres', url: string): Promise<string[]> {
+  if (kind === 'postgres') {
+    return withPostgresClient(url, async (c) => (await c.query<{ body: string }>('SELECT body FROM notes ORDER BY body')).rows.map((r) => r.body));
+  }
+  const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true });
+  try {
+    return (other.prepare('SELECT body FROM notes ORDER BY body').all() as Array<{ body: string }>).map((r) => r.body);
+  } finally {
+    other.close();
+  }
+}
+
+describe.each(kinds)(`${Database.name} on $name`, (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+
+  /** The engine's database with one connection at most, so "the same connection" is the only one there is. */
+  async function open(): Promise<Database> {
+    const options = dataSourceOptions(testDb.url);
+    const dataSource = new DataSource(options.type === 'postgres' ? { ...options, poolSize: 1 } : options);
+    await dataSource.initialize();
+    return new Database(dataSource);
+  }
+
+  const note = (body: string) => (m: Parameters<Parameters<Database['write']>[0]>[0]) => queryRows(m, 'INSERT INTO notes (body) VALUES (?)', [body]);
+
+  beforeAll(() => Logger.overrideLogger(false)); // the fault's start and end are logged; not wanted among test output
+
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await open();
+    await db.write((m) => queryRows(m, 'CREATE TABLE notes (body VARCHAR(4000) NOT NULL)'));
+  }, 30_000);
+
+  afterEach(async () => {
+    if (db.dataSource.isInitialized) await db.dataSource.destroy();
+    await testDb.drop();
+  }, 30_000);
+
+  describe('a COMMIT that fails', () => {
+    // A deferred foreign key is checked only at COMMIT. SQLite then keeps the transaction open; PostgreSQL ends it.
+    const schema = [
+      'CREATE TABLE parents (id INTEGER PRIMARY KEY)',
+      'CREATE TABLE children (parent_id INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)',
+    ];
+
+    it('is rolled back, and the same connection takes the next write', async () => {
+      for (const sql of schema) await db.write((m) => queryRows(m, sql));
+      const orphan = db.write(async (m) => {
+        await note('lost with its transaction')(m);
+        await queryRows(m, 'INSERT INTO children (parent_id) VALUES (?)', [42]); // checked only at COMMIT
+      });
+      await expect(orphan).rejects.toThrow(/FOREIGN KEY|foreign key/);
+      await expect(orphan).rejects.not.toBeInstanceOf(StorageUnavailableError); // a constraint is the caller's fault, not the disk's
+      if (kind.name === 'sqlite') expect(sqliteConnection(db).inTransaction).toBe(false);
+
+      await db.write(note('after the failed commit'), { durable: true });
+      await db.write(note('and another'));
+      expect(await committedNotes(kind.name, testDb.url)).toEqual(['after the failed commit', 'and another']);
+      expect(db.health.current).toBeUndefined();
+    });
+  });
+
+  if (kind.name === 'sqlite') {
+    describe('a write SQLite refuses for want of space (SQLITE_FULL)', () => {
+      const big = 'x'.repeat(3_000);
+
+      /** Caps the file at its current size: the next page it needs is refused, as on a full disk. */
+      async function fillTheDisk(): Promise<void> {
+        const [{ page_count: pages }] = await db.dataSource.query('PRAGMA page_count');
+        await db.dataSource.query(`PRAGMA max_page_count = ${Number(pages)}`);
+      }
+
+      const fill = (label: string) => async (m: Parameters<Parameters<Database['write']>[0]>[0]) => {
+        for (let i = 0; i < 20; i++) await note(`${label} ${i} ${big}`)(m);
+      };
+
+      it('is refused as storage_unavailable (503, disk_full), and writes go through once there is space', async () => {
+        await fillTheDisk();
+        for (const attempt of ['first', 'second']) {
+          const refused = db.write(fill(attempt), { durable: true });
+          await expect(refused).rejects.toBeInstanceOf(StorageUnavailableError);
+          await expect(refused).rejects.toMatchObject({ code: 'storage_unavailable', kind: 'disk_full', status: 503 });
+          expect(sqliteConnection(db).inTransaction).toBe(false);
+        }
+        expect(db.health.current).toMatchObject({ kind: 'disk_full' });
+
+        await db.dataSource.query('PRAGMA max_page_count = 1073741823');
+        await db.write(note('space again'), { durable: true });
+        await db.write(note('and bookkeeping'));
+        expect(await committedNotes('sqlite', testDb.url)).toEqual(['and bookkeeping', 'space again']);
+        expect(await faultEnds(db)).toBe(true);
+        expect(db.health.failuresByKind.get('disk_full')).toBe(2);
+      });
+
+      it('leaves no transaction behind when the next COMMIT fails too', async () => {
+        // SQLite rolled the refused write back by itself, so TypeORM's own ROLLBACK failed and its
+        // count of open transactions stayed at one: the next transaction became a SAVEPOINT, and a
+        // COMMIT failing on it (SQLITE_FULL on a real disk; here a deferred foreign key) used to leave
+        // the connection inside a transaction for good ("Safety level may not be changed inside a transaction").
+        await db.write((m) => queryRows(m, 'CREATE TABLE parents (id INTEGER PRIMARY KEY)'));
+        await db.write((m) => queryRows(m, 'CREATE TABLE children (parent_id INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)'));
+        await fillTheDisk();
+        await expect(db.write(fill('refused'), { durable: true })).rejects.toMatchObject({ kind: 'disk_full' });
+        await db.dataSource.query('PRAGMA max_page_count = 1073741823');
+
+        const failedCommit = db.write((m) => queryRows(m, 'INSERT INTO children (parent_id) VALUES (?)', [42]));
+        await expect(failedCommit).rejects.toThrow(/FOREIGN KEY/);
+        expect(sqliteConnection(db).inTransaction).toBe(false);
+
+        await db.write(note('durable'), { durable: true });
+        await db.write(note('bookkeeping'));
+        expect(await committedNotes('sqlite', testDb.url)).toEqual(['bookkeeping', 'durable']);
+      });
+    });
+
+    describe('a connection that refuses writes (SQLITE_READONLY)', () => {
+      it('is reopened, so a file that is writable again is written again', async () => {
+        await db.dataSource.query('PRAGMA query_only = ON'); // this connection now refuses writes, as one opened on a read-only file does
+        await expect(db.write(note('refused'))).rejects.toMatchObject({ code: 'storage_unavailable', kind: 'read_only' });
+        await db.write(note('written'));
+        expect(await committedNotes('sqlite', testDb.url)).toEqual(['written']);
+        expect(await faultEnds(db)).toBe(true);
+      });
+    });
+  }
+
+  if (kind.name === 'postgres') {
+    describe('a session that refuses writes (read-only)', () => {
+      const database = () => new URL(testDb.url).pathname.slice(1);
+      // From the server's own database: a session on the read-only one could not undo it.
+      const admin = (sql: string) => withPostgresClient(postgresUrlForTests, (c) => c.query(sql));
+
+      it('is replaced by a new one once the database takes writes again', async () => {
+        await admin(`ALTER DATABASE ${database()} SET default_transaction_read_only = on`);
+        await admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database()}' AND pid <> pg_backend_pid()`);
+        const refused = db.write(note('refused'));
+        await expect(refused).rejects.toMatchObject({ code: 'storage_unavailable' });
+        await expect(db.write(note('refused by a read-only session'))).rejects.toMatchObject({ kind: 'read_only' });
+
+        await admin(`ALTER DATABASE ${database()} RESET default_transaction_read_only`);
+        // No backend is terminated this time: the engine must not keep the read-only session it has.
+        await db.write(note(`written ${randomUUID()}`));
+        expect(await committedNotes('postgres', testDb.url)).toHaveLength(1);
+        expect(await faultEnds(db)).toBe(true);
+      });
+    });
+  }
+});

@@ -1,0 +1,120 @@
+/**
+ * One transaction, and what must happen when it fails so the next one starts
+ * on a clean connection. TypeORM's own `transaction()` is not enough for that:
+ *
+ * - SQLite rolls a transaction back by itself when a write or the COMMIT fails
+ *   with SQLITE_FULL or an I/O error. TypeORM's ROLLBACK then fails ("no
+ *   transaction is active") and its shared query runner keeps counting one open
+ *   transaction, so every later transaction becomes a SAVEPOINT, which SQLite
+ *   turns into a real transaction that is never committed: the connection stays
+ *   inside it and every write after it fails until a restart. Here the
+ *   connection itself says whether a transaction is open; it is rolled back if
+ *   so, and the query runner (whose count is wrong) is dropped for a fresh one.
+ * - On PostgreSQL a session that refused a write (read-only, terminated, lost)
+ *   goes back to the pool marked broken, so the pool opens a new one instead of
+ *   handing out the same refusing session again.
+ *
+ * The TypeORM internals used are named in `SqliteDriverInternals` and
+ * `PostgresRunnerInternals` (typeorm 1.x).
+ */
+import { existsSync } from 'node:fs';
+import { QueryRunnerAlreadyReleasedError, type DataSource, type EntityManager, type QueryRunner } from 'typeorm';
+import { storageFaultOf } from './storage-faults.js';
+
+/** better-sqlite3's connection, as much of it as is used here. */
+interface SqliteConnection {
+  readonly open: boolean;
+  readonly inTransaction: boolean;
+  exec(sql: string): unknown;
+  close(): unknown;
+}
+
+interface SqliteDriverInternals {
+  databaseConnection?: SqliteConnection;
+  /** The one query runner TypeORM shares on SQLite; recreated on demand. */
+  queryRunner?: QueryRunner;
+  options: { database: string };
+  connect(): Promise<void>;
+}
+
+interface PostgresRunnerInternals {
+  /** Gives the connection back to the pool with an error, so the pool discards it. */
+  releasePostgresConnection(error?: unknown): Promise<void>;
+}
+
+function sqliteDriver(dataSource: DataSource): SqliteDriverInternals {
+  return dataSource.driver as unknown as SqliteDriverInternals;
+}
+
+/** Runs `work` in one transaction; on failure leaves the connection (or the pool) ready for the next one. */
+export async function inTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  const runner = dataSource.createQueryRunner();
+  try {
+    await runner.startTransaction();
+    const result = await work(runner.manager);
+    await runner.commitTransaction();
+    return result;
+  } catch (error) {
+    if (dataSource.options.type !== 'postgres') {
+      abandonSqlite(dataSource);
+      throw error;
+    }
+    const cause = lostConnection(runner, error) ?? error;
+    await abandonPostgres(runner, cause);
+    throw cause;
+  } finally {
+    await runner.release();
+  }
+}
+
+function abandonSqlite(dataSource: DataSource): void {
+  const driver = sqliteDriver(dataSource);
+  const connection = driver.databaseConnection;
+  try {
+    if (connection?.open && connection.inTransaction) connection.exec('ROLLBACK');
+  } catch {
+    // Nothing left to roll back, or the connection is gone: a reopen deals with that.
+  }
+  driver.queryRunner = undefined;
+}
+
+/**
+ * TypeORM lets go of a session whose connection failed (the server ended it,
+ * the network dropped it) the moment the pool reports it; the next statement
+ * of the transaction then fails with "query runner already released". That is
+ * the lost connection, and is reported as one (SQLSTATE 08006).
+ */
+function lostConnection(runner: QueryRunner, error: unknown): Error | undefined {
+  if (!(error instanceof QueryRunnerAlreadyReleasedError) || !runner.isReleased) return undefined;
+  return Object.assign(new Error('the connection to the database was lost during the transaction'), { code: '08006' });
+}
+
+async function abandonPostgres(runner: QueryRunner, error: unknown): Promise<void> {
+  let broken = storageFaultOf(error) !== undefined;
+  if (runner.isTransactionActive && !runner.isReleased) {
+    // After a failed COMMIT PostgreSQL has already ended the transaction; ROLLBACK then only warns.
+    await runner.rollbackTransaction().catch(() => (broken = true));
+  }
+  if (broken) await (runner as unknown as PostgresRunnerInternals).releasePostgresConnection(error);
+}
+
+/**
+ * Closes SQLite's connection and opens it again, as the data source did at
+ * start (pragmas, WAL). A connection opened while its file could not be written
+ * stays read-only, and one whose file system failed keeps failing, however the
+ * file is repaired: only a new connection sees the repaired file. An in-memory
+ * database is never reopened (that would lose it), and a file that has gone is
+ * not created afresh: the engine waits for it to come back.
+ */
+export async function reopenSqlite(dataSource: DataSource): Promise<void> {
+  const driver = sqliteDriver(dataSource);
+  const file = driver.options.database;
+  if (file === ':memory:') return;
+  try {
+    driver.databaseConnection?.close();
+  } catch {
+    // Closing a connection whose file system failed may fail too; it is let go all the same.
+  }
+  driver.queryRunner = undefined;
+  if (existsSync(file)) await driver.connect();
+}
