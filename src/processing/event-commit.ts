@@ -22,15 +22,24 @@ import { renderActionRequest } from '../actions/request-renderer.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { templateContext } from '../rules/template-context.js';
 import type { PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
-import { saveProvenance } from './execution-progress.js';
+import { saveProvenance, type LoadedExecution } from './execution-progress.js';
 import { actionRunId } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
 
-/** Who takes the new action runs at once: this process, under a lease until `until`. */
+/** Who takes new action runs at once: this process, under a lease until `until`, as many as it has room for. */
 export interface HandOff {
   owner: string;
   until: string;
+  /** How many more runs may be leased; counts down as they are. */
+  room: number;
+}
+
+/** An action run a commit created; `leased` when it was handed to this process, which may perform it at once. */
+export interface CreatedRun {
+  run: ClaimedActionRun;
+  execution: LoadedExecution;
+  leased: boolean;
 }
 
 const FINISH_EVENT = `
@@ -68,7 +77,7 @@ export class EventCommit {
   ) {}
 
   /** Commits one event; the action runs it created, leased to `handOff` when given (none when the event's lease was lost). */
-  async commit(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, owner: string, now: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
+  async commit(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, owner: string, now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const done = verdict.status !== 'received';
     const executions = done ? await this.decideThrottles(sql, verdict, now) : [];
     const explanation = explain(verdict.explanation, executions);
@@ -77,11 +86,16 @@ export class EventCommit {
       claim.attempts + (done ? 0 : 1), verdict.retryAt ?? now, JSON.stringify(explanation), claim.seq, owner,
     ]);
     if (!finished || !done) return [];
-    const runs: ClaimedActionRun[] = [];
+    const runs: CreatedRun[] = [];
     for (const execution of executions) {
       await this.insertExecution(sql, claim, execution, now);
       this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
-      if (!execution.throttled) runs.push(await this.insertFirstRun(sql, claim, execution, now, { handOff, envelope }));
+      if (execution.throttled) continue;
+      const lease = handOff && handOff.room > 0 ? handOff : undefined;
+      if (lease) lease.room--;
+      const run = await this.insertFirstRun(sql, claim, execution, now, { handOff: lease, envelope });
+      const loaded = { id: execution.id, eventSeq: claim.seq, eventId: claim.event_id, ruleId: execution.match.rule.id, rule: execution.snapshot };
+      runs.push({ run, execution: loaded, leased: lease !== undefined });
     }
     if (claim.resource_key && resource) await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
     this.metrics.eventProcessed(claim.type, verdict.status);

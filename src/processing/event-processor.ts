@@ -20,10 +20,10 @@ import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
 import { evaluateEvent, type RuleEvaluation } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { EventCommit, type HandOff } from './event-commit.js';
+import { EventCommit, type CreatedRun, type HandOff } from './event-commit.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { throttleKey } from './throttle.js';
-import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
+import type { ClaimedEvent } from './work-queue.js';
 
 /** One listening rule's outcome for an event, as `GET /admin/events/:id` shows it. */
 export interface RuleExplanation extends Partial<RuleEvaluation> {
@@ -95,7 +95,7 @@ export class EventProcessor {
   }
 
   /** Evaluates and commits one event; returns the action runs it created (leased to `handOff` when given). */
-  async process(claim: ClaimedEvent, leaseOwner: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
+  async process(claim: ClaimedEvent, leaseOwner: string, handOff?: HandOff): Promise<CreatedRun[]> {
     return this.commitAll([await this.prepare(claim)], leaseOwner, handOff);
   }
 
@@ -104,7 +104,7 @@ export class EventProcessor {
    * claimed batch pays for one commit, not one each); an event whose lease was
    * lost is left out. Returns the action runs created (leased to `handOff` when given).
    */
-  async commitAll(prepared: PreparedEvent[], leaseOwner: string, handOff?: HandOff): Promise<ClaimedActionRun[]> {
+  async commitAll(prepared: PreparedEvent[], leaseOwner: string, handOff?: HandOff): Promise<CreatedRun[]> {
     if (prepared.length === 0) return [];
     for (const { claim, verdict } of prepared) {
       if (verdict.status === 'received') this.logger.warn({ msg: 'event evaluation postponed', event: claim.event_id, error: verdict.error, retryAt: verdict.retryAt });
@@ -112,7 +112,7 @@ export class EventProcessor {
     return this.db.write(async (manager) => {
       const sql = statementsOf(manager);
       const now = this.clock.now().toISOString();
-      const runs: ClaimedActionRun[] = [];
+      const runs: CreatedRun[] = [];
       for (const p of prepared) runs.push(...(await this.committer.commit(sql, p, leaseOwner, now, handOff)));
       return runs;
     });

@@ -33,6 +33,7 @@ import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { CREATING_ACTIONS } from '../actions/action-types.js';
+import type { HandOff } from './event-commit.js';
 
 export interface ClaimedEvent {
   seq: number;
@@ -173,5 +174,10 @@ export class WorkQueue {
       `SELECT COUNT(*) AS n FROM action_runs WHERE status IN ('pending', 'running', 'retrying')`,
     );
     return { events: Number(events?.n ?? 0), actions: Number(runs?.n ?? 0) };
+  }
+
+  /** Runs a commit may lease to this process directly, up to `room`, for as long as one attempt needs. */
+  handOff(leaseMs: number, room: number): HandOff {
+    return { owner: this.owner, until: isoIn(this.clock, leaseMs), room };
   }
 }

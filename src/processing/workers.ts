@@ -27,6 +27,7 @@ import { storageFaultOf } from '../database/storage-faults.js';
 import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor, type PreparedEvent } from './event-processor.js';
+import type { LoadedExecution } from './execution-progress.js';
 import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from './work-queue.js';
 
 const POLL_MS = 250;
@@ -87,6 +88,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private running = false;
   private loops: Promise<void>[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Action runs being performed now. */
+  private readonly slots = new Set<Promise<void>>();
+  private readonly maxInFlight: number;
   /** Set when a storage fault cut work short while this process held event leases; cleared once they are handed back. */
   private leasesToHandBack = false;
 
@@ -99,6 +103,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     writer: EventWriter,
   ) {
     writer.onCommitted(() => this.events.nudge());
+    this.maxInFlight = Math.max(4, Math.min(64, Math.ceil(config.rateLimitPerMinute / 60)));
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -169,7 +174,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       );
       if (ready) prepared.push(ready);
     });
-    const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner));
+    // The first action runs go to this process's action loop in the same commit, as far as it has room.
+    const handOff = this.queue.handOff(this.runner.leaseMs, this.maxInFlight - this.slots.size);
+    const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
     // Committing each event on its own cannot help when the database takes no writes at all.
     if (created === undefined && this.leasesToHandBack) return;
     if (created === undefined) {
@@ -177,7 +184,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       for (const one of prepared) await this.processEvent(one.claim);
       return;
     }
-    if (created) this.actions.nudge();
+    for (const { run, execution, leased } of created) if (leased) this.startAction(run, execution);
+    if (created.some(({ leased }) => !leased)) this.actions.nudge();
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
@@ -185,34 +193,35 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const created = await this.guard(what, () => this.processor.process(claim, this.queue.owner), (error) =>
       this.processor.recordCrash(claim, this.queue.owner, error),
     );
-    if (created) this.actions.nudge();
+    if (created && created.length > 0) this.actions.nudge();
   }
 
   private async actionLoop(): Promise<void> {
-    const slots = new Set<Promise<void>>();
     const pause = new Backoff();
-    const maxInFlight = Math.max(4, Math.min(64, Math.ceil(this.config.rateLimitPerMinute / 60)));
     while (this.running) {
-      const free = maxInFlight - slots.size;
+      const free = this.maxInFlight - this.slots.size;
       const claims = free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(Math.min(free, ACTION_BATCH), this.runner.leaseMs)) : [];
-      for (const claim of claims ?? []) {
-        const slot = this.track(this.performAction(claim)).finally(() => {
-          slots.delete(slot);
-          this.actions.nudge();
-        });
-        slots.add(slot);
-      }
+      for (const claim of claims ?? []) this.startAction(claim);
       if (this.storageFailing) await this.actions.sleep(pause.next());
       else {
         pause.reset();
         if (!claims || claims.length === 0) await this.actions.sleep(POLL_MS);
       }
     }
-    await Promise.allSettled([...slots]);
+    await Promise.allSettled([...this.slots]);
   }
 
-  private async performAction(claim: ClaimedActionRun): Promise<void> {
-    const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner), (error) =>
+  /** Performs a run in a slot of its own; `execution` when the commit that created it handed it over. */
+  private startAction(claim: ClaimedActionRun, execution?: LoadedExecution): void {
+    const slot = this.track(this.performAction(claim, execution)).finally(() => {
+      this.slots.delete(slot);
+      this.actions.nudge();
+    });
+    this.slots.add(slot);
+  }
+
+  private async performAction(claim: ClaimedActionRun, execution?: LoadedExecution): Promise<void> {
+    const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner, execution), (error) =>
       this.runner.recordCrash(claim, this.queue.owner, error),
     );
     // A run that ended may unblock the next event about the same resource.
