@@ -20,6 +20,9 @@ export interface GroupCommitOptions {
   maxBatch?: number;
 }
 
+/** Told of each committed batch's results, before its callers are. */
+export type AfterCommit<O> = (results: O[]) => void;
+
 export class GroupCommit<I, O> {
   private waiting: Waiting<I, O>[] = [];
   private flushing = false;
@@ -29,6 +32,7 @@ export class GroupCommit<I, O> {
     /** Commits a batch inside the transaction; one result per item, in order. */
     private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[]>,
     private readonly options: GroupCommitOptions = {},
+    private readonly afterCommit?: AfterCommit<O>,
   ) {}
 
   submit(item: I): Promise<O> {
@@ -47,6 +51,7 @@ export class GroupCommit<I, O> {
       const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
       try {
         const results = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
+        this.afterCommit?.(results);
         batch.forEach((waiting, i) => waiting.resolve(results[i]));
       } catch (error) {
         for (const waiting of batch) waiting.reject(error);

@@ -1,7 +1,8 @@
 /**
- * Group commit for accepted events. Each caller's event joins the batch being
- * formed; one INSERT … ON CONFLICT DO NOTHING RETURNING commits the whole batch,
- * and only then is each caller told whether its event was new or a duplicate.
+ * Group commit for accepted events (database/group-commit.ts). Each caller's
+ * event joins the batch being formed; one transaction of INSERT … ON CONFLICT
+ * DO NOTHING RETURNING commits the whole batch, and only then is each caller
+ * told whether its event was new or a duplicate.
  * Nothing is acknowledged before it is committed, and under load many events
  * share one transaction (one fsync) instead of paying one each. When the
  * database refuses the batch (a storage fault), every caller in it gets the
@@ -9,9 +10,11 @@
  */
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';
+import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
-import { queryRows } from '../database/sql.js';
 import type { EventSource } from '../database/event.entity.js';
+import { GroupCommit } from '../database/group-commit.js';
+import { statementsOf, type Statements } from '../database/statements.js';
 
 export interface NewEvent {
   eventId: string;
@@ -25,76 +28,68 @@ export interface NewEvent {
 
 export type WriteOutcome = 'accepted' | 'duplicate';
 
-interface Waiting {
-  event: NewEvent;
-  resolve: (outcome: WriteOutcome) => void;
-  reject: (error: unknown) => void;
-}
-
-const COLUMNS = [
-  'event_id', 'type', 'resource_key', 'status', 'source', 'payload',
-  'depth', 'replay_of', 'received_at', 'attempts', 'next_attempt_at',
-];
-/** Keeps a batch well under SQLite's and PostgreSQL's bound-parameter limits. */
+const COLUMNS = 'event_id, type, resource_key, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at';
+/** SQLite: one prepared statement, run once per event of the batch (in process, no round trips). */
+const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?)
+  ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
+/** PostgreSQL: the whole batch in one statement, whatever its size (columns as arrays). */
+const INSERT_MANY = `INSERT INTO events (${COLUMNS})
+  SELECT id, type, resource_key, 'received', source, payload, depth, replay_of, ?, 0, ?
+  FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
+       AS t(id, type, resource_key, source, payload, depth, replay_of)
+  ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
+/** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
 
 @Injectable()
 export class EventWriter {
-  private waiting: Waiting[] = [];
-  private flushing = false;
   private readonly listeners: Array<() => void> = [];
+  private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
 
   constructor(
     private readonly db: Database,
     @Inject(CLOCK) private readonly clock: Clock,
-  ) {}
+  ) {
+    this.batches = new GroupCommit(
+      db,
+      (manager, events) => this.insert(statementsOf(manager), events),
+      { durable: true, maxBatch: MAX_BATCH },
+      (outcomes) => {
+        if (outcomes.includes('accepted')) for (const listener of this.listeners) listener();
+      },
+    );
+  }
 
   /** Called after every commit that stored at least one new event (wakes the workers). */
   onCommitted(listener: () => void): void {
     this.listeners.push(listener);
   }
 
+  /** Resolves once the event is committed (or known already); rejects with the batch's error, nothing stored. */
   write(event: NewEvent): Promise<WriteOutcome> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ event, resolve, reject });
-      if (!this.flushing) {
-        this.flushing = true;
-        // After the I/O callbacks already due, so every request that has arrived joins this batch.
-        setImmediate(() => void this.flush());
-      }
-    });
+    return this.batches.submit(event);
   }
 
-  private async flush(): Promise<void> {
-    let stored = 0;
-    while (this.waiting.length > 0) {
-      const batch = this.waiting.splice(0, MAX_BATCH);
-      try {
-        const inserted = await this.insert(batch.map((w) => w.event));
-        for (const waiting of batch) {
-          const isNew = inserted.delete(waiting.event.eventId);
-          if (isNew) stored++;
-          waiting.resolve(isNew ? 'accepted' : 'duplicate');
-        }
-      } catch (error) {
-        for (const waiting of batch) waiting.reject(error);
-      }
-    }
-    this.flushing = false;
-    if (stored > 0) for (const listener of this.listeners) listener();
+  private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
+    const inserted = new Set(await insertedIds(sql, this.db.kind, events, this.clock.now().toISOString()));
+    // The first of two events with one id in a batch is the new one; the second is its duplicate.
+    return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
   }
+}
 
-  private async insert(events: NewEvent[]): Promise<Set<string>> {
-    const now = this.clock.now().toISOString();
-    const params: unknown[] = [];
-    for (const e of events) {
-      params.push(e.eventId, e.type, e.resourceKey, 'received', e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, 0, now);
-    }
-    const row = `(${COLUMNS.map(() => '?').join(', ')})`;
-    const sql =
-      `INSERT INTO events (${COLUMNS.join(', ')}) VALUES ${events.map(() => row).join(', ')} ` +
-      `ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
-    const rows = await this.db.write((manager) => queryRows<{ event_id: string }>(manager, sql, params), { durable: true });
-    return new Set(rows.map((r) => r.event_id));
+async function insertedIds(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<string[]> {
+  if (kind === 'postgres') {
+    const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
+    const rows = await sql.rows<{ event_id: string }>(INSERT_MANY, [
+      now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey), column((e) => e.source),
+      column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
+    ]);
+    return rows.map((r) => r.event_id);
   }
+  const ids: string[] = [];
+  for (const e of events) {
+    const rows = await sql.rows<{ event_id: string }>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now]);
+    ids.push(...rows.map((r) => r.event_id));
+  }
+  return ids;
 }
