@@ -1,128 +1,102 @@
 /**
- * End to end: from the moment a webhook is sent to the moment the simulator
- * receives the `POST /v1/tasks` the rule makes for it. Events go out at a fixed
- * moderate rate (an open loop), so the figure is the latency of a healthy
- * engine, not of a saturated one.
+ * End to end, open loop: matching events sent at a fixed rate whatever the
+ * answers do, so a slow system shows up as latency rather than as a lower
+ * offered load. The rate is half the reference server's closed-loop end-to-end
+ * rate measured in the same run (BENCH_E2E_RATE or --open-rate fixes it
+ * instead): the latency of a system asked for half of what the reference
+ * sustains.
  *
- * The simulator runs in this process and both ends read the same clock; its
- * request log stamps arrivals with millisecond ISO times, so each latency is
- * known to within about a millisecond.
+ * Each latency is from the moment the webhook was due to the arrival, at the
+ * fake service, of the action made for it (both read the same clock), so time
+ * spent waiting for a connection in the client is counted, not hidden. A
+ * warm-up at the same rate runs first.
  */
-import type { Simulator } from '../src/simulator/simulator.js';
-import { waitUntil } from '../test/support/wait.js';
-import type { BenchDatabase, DatabaseName } from './bench-databases.js';
-import { BENCH_SECRET, startEngine } from './bench-engine.js';
-import { profileDirFor, type ScenarioContext } from './bench-intake.js';
-import { openLoop, prepareEvents, summarize, WebhookPoster, type LatencySummary, type PreparedEvent } from './bench-load.js';
+import type { BenchDatabase } from './bench-databases.js';
+import type { BenchEngine, EngineMemory } from './bench-engine.js';
+import { runPrefix, signedEvents } from './bench-events.js';
+import type { ArrivalLog } from './bench-fake-service.js';
+import { openLoop, summarize, WebhookPoster, type LatencySummary, type OpenLoopResult, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
+import { drain, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
-export interface EndToEndFigures {
-  database: DatabaseName;
+export interface OpenLoopFigures {
+  system: SystemName;
   layout: Layout;
   ratePerSecond: number;
+  /** Where the rate came from. */
+  rateFrom: 'half the reference' | 'fixed';
   sent: number;
   delivered: number;
-  /** Events whose action request never reached the simulator within the wait. */
+  /** Acknowledged events whose action had not arrived at the drain limit. */
   missing: number;
-  /** Delivered action requests per second, first send to last arrival. */
-  throughputPerSecond: number;
+  /** Delivered actions per second, first send to last arrival. */
+  deliveredPerSecond: number;
   latencyMs: LatencySummary;
-  /** The webhook's own answer time, for comparison. */
   ackLatencyMs: LatencySummary;
-  /** Share of one core the engine used from the first send to the last arrival (whole process in process). */
-  engineCpuPercent: number;
+  /** How late the load generator sent its latest event: large values mean the generator, not the system, fell behind. */
+  maxSendLagMs: number;
+  duplicateActions: number;
+  /** Share of one core the system used, first send to last arrival. */
+  cpuPercent: number;
+  memory: EngineMemory;
 }
 
-const TITLE = /^Follow-up (\S+)$/;
-const POLL_MS = 20;
+/** Enough sockets that a healthy system never makes a webhook wait for one. */
+const OPEN_LOOP_SOCKETS = 512;
 
-function e2eEvent(tag: string) {
-  return (i: number) => ({
-    id: `evt_${tag}_${i}`,
-    type: 'task.created',
-    created_at: new Date().toISOString(),
-    data: { task: { id: `tsk_${tag}_${i}`, project_id: 'prj_1', title: `Bench task ${i}`, status: 'open', assignee_id: null } },
-  });
-}
-
-/**
- * Reads the simulator's request log from `from` on and notes, per event id, when
- * its action request arrived; resolves once every wanted id is seen or time is up.
- */
-async function collectArrivals(sim: Simulator, from: number, wanted: ReadonlySet<string>, timeoutMs: number): Promise<Map<string, number>> {
-  const arrivals = new Map<string, number>();
-  let scanned = from;
-  const allArrived = () => {
-    const log = sim.requests;
-    for (; scanned < log.length; scanned++) {
-      const entry = log[scanned];
-      if (entry.method !== 'POST' || entry.path !== '/v1/tasks') continue;
-      const title = (entry.body as { title?: unknown } | undefined)?.title;
-      const id = typeof title === 'string' ? TITLE.exec(title)?.[1] : undefined;
-      if (id !== undefined && wanted.has(id) && !arrivals.has(id)) arrivals.set(id, Date.parse(entry.time));
-    }
-    return arrivals.size >= wanted.size;
-  };
-  // Time running out is a figure, not a failure: what has not arrived by then is reported as missing.
-  await waitUntil(allArrived, { timeoutMs, intervalMs: POLL_MS, what: 'the action requests' }).catch(() => undefined);
-  return arrivals;
-}
-
-async function sendAndCollect(poster: WebhookPoster, sim: Simulator, events: PreparedEvent[], rate: number, waitMs: number) {
-  const from = sim.requests.length;
+async function sendAndWait(ctx: ScenarioContext, poster: WebhookPoster, events: PreparedEvent[], rate: number, arrivals: ArrivalLog): Promise<OpenLoopResult> {
   const sent = await openLoop(poster, events, rate);
-  const arrivals = await collectArrivals(sim, from, new Set(sent.sentAt.keys()), waitMs);
-  return { sent, arrivals };
+  const acked = sent.statuses['202'] ?? 0;
+  await drain(() => acked - arrivals.arrived(), ctx.options.drainLimitS * 1000);
+  return sent;
 }
 
-/** Latency per delivered event (arrival at the simulator minus the moment it was due), and the delivered rate. */
-function joinArrivals(sentAt: ReadonlyMap<string, number>, arrivals: ReadonlyMap<string, number>) {
-  const latencies = new Float64Array(arrivals.size);
+function join(sent: OpenLoopResult, arrivals: ArrivalLog, count: number) {
+  const latencies = new Float64Array(count);
   let n = 0;
-  let firstSent = Infinity;
   let lastArrival = -Infinity;
-  for (const [id, sent] of sentAt) {
-    firstSent = Math.min(firstSent, sent);
-    const arrived = arrivals.get(id);
-    if (arrived === undefined) continue;
-    latencies[n++] = Math.max(0, arrived - sent);
+  for (let i = 0; i < count; i++) {
+    const arrived = arrivals.arrivals[i];
+    if (arrived === 0) continue;
+    latencies[n++] = Math.max(0, arrived - sent.sentAt[i]);
     lastArrival = Math.max(lastArrival, arrived);
   }
-  return { delivered: n, latencyMs: summarize(latencies, n), throughputPerSecond: n > 0 ? n / ((lastArrival - firstSent) / 1000) : 0 };
+  const span = (lastArrival - sent.sentAt[0]) / 1000;
+  return { delivered: n, latencyMs: summarize(latencies, n), deliveredPerSecond: n > 0 && span > 0 ? n / span : 0, span };
 }
 
-export async function runEndToEnd(ctx: ScenarioContext, sim: Simulator, database: BenchDatabase): Promise<EndToEndFigures> {
-  const { options } = ctx;
-  const tag = `e2e_${database.name}_${Date.now().toString(36)}`;
-  const count = Math.max(1, Math.round(options.e2eRate * options.e2eDurationS));
-  const warmUp = prepareEvents(Math.min(200, count), BENCH_SECRET, e2eEvent(`${tag}_warm`));
-  const events = prepareEvents(count, BENCH_SECRET, e2eEvent(tag));
-  const profileDir = profileDirFor(ctx, 'e2e', database.name);
-  const engine = await startEngine({ layout: options.layout, databaseUrl: database.url, serviceUrl: ctx.serviceUrl, profileDir }, ctx.cleanup);
-  const poster = new WebhookPoster(engine.url, 64);
-  const waitMs = options.quick ? 15_000 : 30_000;
+async function measure(ctx: ScenarioContext, target: BenchEngine, rate: number): Promise<Omit<OpenLoopFigures, 'system' | 'rateFrom'>> {
+  const count = Math.max(1, Math.round(rate * ctx.options.openDurationS));
+  const poster = new WebhookPoster(target.url, OPEN_LOOP_SOCKETS);
   try {
-    ctx.progress(`end to end (${database.name}): warming up, then ${count} events at ${options.e2eRate}/s …`);
-    await sendAndCollect(poster, sim, warmUp, options.e2eRate, waitMs);
-    const cpuBefore = engine.cpuSeconds();
-    const started = performance.now();
-    const { sent, arrivals } = await sendAndCollect(poster, sim, events, options.e2eRate, waitMs);
-    const engineCpuPercent = ((engine.cpuSeconds() - cpuBefore) / ((performance.now() - started) / 1000)) * 100;
-    const { delivered, latencyMs, throughputPerSecond } = joinArrivals(sent.sentAt, arrivals);
+    const warmPrefix = runPrefix('open_warm');
+    const warm = Math.max(1, Math.min(ctx.options.warmUpEvents, Math.round(rate * Math.min(1, ctx.options.openDurationS / 2))));
+    await sendAndWait(ctx, poster, signedEvents('matching', warmPrefix, warm), rate, await ctx.fake.beginRun(warmPrefix, warm));
+    const prefix = runPrefix('open');
+    const events = signedEvents('matching', prefix, count);
+    const arrivals = await ctx.fake.beginRun(prefix, count);
+    const cpuBefore = target.cpuSeconds();
+    const sent = await sendAndWait(ctx, poster, events, rate, arrivals);
+    const joined = join(sent, arrivals, count);
     return {
-      database: database.name,
-      layout: engine.layout,
-      ratePerSecond: options.e2eRate,
-      sent: events.length,
-      delivered,
-      missing: events.length - delivered,
-      throughputPerSecond,
-      latencyMs,
-      ackLatencyMs: sent.ackLatencyMs,
-      engineCpuPercent,
+      layout: target.layout, ratePerSecond: rate, sent: count, delivered: joined.delivered,
+      missing: (sent.statuses['202'] ?? 0) - joined.delivered,
+      deliveredPerSecond: joined.deliveredPerSecond, latencyMs: joined.latencyMs, ackLatencyMs: sent.ackLatencyMs,
+      maxSendLagMs: sent.maxSendLagMs, duplicateActions: arrivals.duplicates(),
+      cpuPercent: joined.span > 0 ? ((target.cpuSeconds() - cpuBefore) / joined.span) * 100 : 0,
+      memory: target.memory(),
     };
   } finally {
     poster.close();
-    await engine.stop();
+  }
+}
+
+export async function runOpenLoop(ctx: ScenarioContext, system: SystemName, database: BenchDatabase, rate: number, rateFrom: OpenLoopFigures['rateFrom']): Promise<OpenLoopFigures> {
+  ctx.progress(`open loop (${system}): ${Math.round(rate).toLocaleString('en-US')} events/s for ${ctx.options.openDurationS} s …`);
+  const target = await startSystem(ctx, system, database, 'open');
+  try {
+    return { system, rateFrom, ...(await measure(ctx, target, rate)) };
+  } finally {
+    await target.stop();
   }
 }

@@ -7,11 +7,15 @@
  * (and, mostly, a core) of their own, and the engine's RSS is its own. The
  * in-process layout exists to compare against, and for machines where
  * spawning is awkward.
+ *
+ * The reference server (reference-server.ts) is started the same way, always
+ * as a child process, and measured the same way (CPU and memory from /proc).
  */
+import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { rulesDir, spawnEngine, startEngine as startTestEngine, type EngineProcess } from '../test/support/engine.js';
+import { engineEnv, rulesDir, spawnEngine, startEngine as startTestEngine } from '../test/support/engine.js';
 import { freePort } from '../test/support/round-trip.js';
 import { waitUntil } from '../test/support/wait.js';
 import type { Cleanup } from './bench-cleanup.js';
@@ -22,7 +26,8 @@ const BENCH_API_KEY = 'ac_test_bench_key_0123456789';
 const BENCH_ADMIN_TOKEN = 'bench_admin_token_0123456789';
 
 /** The engine built beside the benchmark (bench/tsconfig.json compiles src/main.ts into dist-bench/src/). */
-const ENGINE_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+export const ENGINE_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
 
 /**
  * The one rule loaded: it listens to every task event and evaluates a
@@ -47,6 +52,7 @@ export interface EngineMemory {
 export interface BenchEngine {
   url: string;
   layout: Layout;
+  pid?: number;
   memory(): EngineMemory;
   /** CPU time (user + system) the engine has used so far; in process this includes the load generator. */
   cpuSeconds(): number;
@@ -59,10 +65,17 @@ export interface EngineSettings {
   serviceUrl: string;
   /** Folder for a V8 CPU profile of the engine (child layout only). */
   profileDir?: string;
+  /** A folder of rule files made by the caller (default: one with BENCH_RULE alone). */
+  rulesDir?: string;
+  /**
+   * Wait this long for /health/ready instead of spawnEngine's 30 s for /health
+   * (child layout): an engine with a large backlog may take longer to listen.
+   */
+  readyTimeoutMs?: number;
 }
 
 /** The whole configuration, so nothing of the tests' defaults applies (PORT and HOST come from the starter). */
-function benchEnv(settings: EngineSettings, rules: string): Record<string, string | undefined> {
+export function benchEnv(settings: EngineSettings, rules: string): Record<string, string | undefined> {
   return {
     DATABASE_URL: settings.databaseUrl,
     RULES_DIR: rules,
@@ -78,25 +91,25 @@ function benchEnv(settings: EngineSettings, rules: string): Record<string, strin
   };
 }
 
-function writeRules(cleanup: Cleanup): string {
-  const dir = rulesDir([BENCH_RULE]);
+export function writeRules(cleanup: Cleanup, rules: unknown[] = [BENCH_RULE]): string {
+  const dir = rulesDir(rules);
   cleanup.add(`remove ${dir}`, () => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
 /** /health answers as soon as the engine listens; /health/ready once its rules are loaded too. */
 function untilReady(url: string): Promise<unknown> {
-  const ready = () => fetch(`${url}/health/ready`).then((r) => r.ok);
-  return waitUntil(ready, { timeoutMs: 30_000, intervalMs: 100, what: `the engine at ${url} to be ready` });
+  const ready = () => fetch(url).then((r) => r.ok);
+  return waitUntil(ready, { timeoutMs: 30_000, intervalMs: 100, what: `${url} to answer 200` });
 }
 
-function procStatusMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+export function procStatusMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`));
   return line ? Number(/(\d+)/.exec(line)?.[1] ?? 0) / 1024 : 0;
 }
 
 /** utime + stime from /proc/<pid>/stat, in clock ticks of 1/100 s (USER_HZ on Linux). */
-function procCpuSeconds(pid: number): number {
+export function procCpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -104,33 +117,94 @@ function procCpuSeconds(pid: number): number {
 }
 
 /** SIGTERM lets the engine finish work in hand and close the database; SIGKILL if it hangs. */
-async function stopChild(engine: EngineProcess): Promise<void> {
+async function stopChild(engine: { kill(signal: NodeJS.Signals): Promise<void> }): Promise<void> {
   const exits = (signal: NodeJS.Signals, ms: number) =>
     Promise.race([engine.kill(signal).then(() => true), delay(ms, false, { ref: false })]);
   if (!(await exits('SIGTERM', 15_000))) await exits('SIGKILL', 5_000);
 }
 
-async function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
-  const nodeArgs = settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [];
+interface ChildSpec {
+  what: string;
+  script: string;
+  env: Record<string, string | undefined>;
+  nodeArgs: string[];
+  /** Path answering 200 once the child can take load. */
+  readyPath: string;
+}
+
+/** Memory and CPU of a child, read from /proc while it lives; the last values once it has exited. */
+function procReader(pid: number) {
+  let last = { rssMb: 0, peakRssMb: 0, cpu: 0 };
+  const read = () => {
+    try {
+      last = { rssMb: procStatusMb(pid, 'VmRSS'), peakRssMb: procStatusMb(pid, 'VmHWM'), cpu: procCpuSeconds(pid) };
+    } catch {
+      // Gone: keep what was last seen.
+    }
+    return last;
+  };
+  return { memory: () => ({ rssMb: read().rssMb, peakRssMb: read().peakRssMb }), cpuSeconds: () => read().cpu };
+}
+
+async function startChildProcess(spec: ChildSpec, cleanup: Cleanup): Promise<BenchEngine> {
   // Tracked from the start, so Ctrl-C while it boots still ends it.
   const onSpawn = cleanup.trackChild.bind(cleanup);
-  const engine = await spawnEngine(benchEnv(settings, writeRules(cleanup)), await freePort(), { script: ENGINE_MAIN, nodeArgs, onSpawn });
-  const pid = engine.child.pid!;
-  const stop = cleanup.add(`stop engine (pid ${pid})`, () => stopChild(engine));
-  await untilReady(engine.url);
-  return {
-    url: engine.url,
-    layout: 'child',
-    memory: () => ({ rssMb: procStatusMb(pid, 'VmRSS'), peakRssMb: procStatusMb(pid, 'VmHWM') }),
-    cpuSeconds: () => procCpuSeconds(pid),
-    stop,
-  };
+  const child = await spawnEngine(spec.env, await freePort(), { script: spec.script, nodeArgs: spec.nodeArgs, onSpawn });
+  const pid = child.child.pid!;
+  const stop = cleanup.add(`stop ${spec.what} (pid ${pid})`, () => stopChild(child));
+  await untilReady(`${child.url}${spec.readyPath}`);
+  return { url: child.url, layout: 'child', pid, ...procReader(pid), stop };
+}
+
+/**
+ * What spawnEngine (test/support/engine.ts) does, with a wait of `timeoutMs`
+ * for `readyPath` instead of its fixed 30 s for /health: only for start-ups
+ * known to be slow (a large backlog waiting).
+ */
+async function startChildPatiently(spec: ChildSpec, cleanup: Cleanup, timeoutMs: number): Promise<BenchEngine> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [...spec.nodeArgs, spec.script], {
+    env: { ...process.env, ...engineEnv(spec.env), PORT: String(port) } as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  cleanup.trackChild(child);
+  const output: string[] = [];
+  child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  const kill = (signal: NodeJS.Signals) => new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill(signal);
+  });
+  const stop = cleanup.add(`stop ${spec.what} (pid ${child.pid})`, () => stopChild({ kill }));
+  const url = `http://127.0.0.1:${port}`;
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const ready = async () => exited() || (await fetch(`${url}${spec.readyPath}`).then((r) => r.ok, () => false));
+  const outcome = await waitUntil(ready, { timeoutMs, intervalMs: 100, what: `${spec.what} at ${url}${spec.readyPath} to answer 200` }).catch((error: Error) => error);
+  if (outcome instanceof Error || exited()) {
+    await stop();
+    throw new Error(`${spec.what} did not become ready (${outcome instanceof Error ? outcome.message : `exited with ${child.exitCode ?? child.signalCode}`}):\n${output.join('')}`);
+  }
+  return { url, layout: 'child', pid: child.pid, ...procReader(child.pid!), stop };
+}
+
+function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
+  const nodeArgs = settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [];
+  const env = benchEnv(settings, settings.rulesDir ?? writeRules(cleanup));
+  const spec = { what: 'engine', script: ENGINE_MAIN, env, nodeArgs, readyPath: '/health/ready' };
+  return settings.readyTimeoutMs === undefined ? startChildProcess(spec, cleanup) : startChildPatiently(spec, cleanup, settings.readyTimeoutMs);
+}
+
+/** The reference server (reference-server.ts) on a SQLite file, sending its actions to `serviceUrl`. */
+export function startReference(databaseFile: string, serviceUrl: string, cleanup: Cleanup): Promise<BenchEngine> {
+  const env = { DATABASE_FILE: databaseFile, WEBHOOK_SECRET: BENCH_SECRET, SERVICE_API_URL: serviceUrl, SERVICE_API_KEY: BENCH_API_KEY };
+  return startChildProcess({ what: 'reference server', script: REFERENCE_MAIN, env, nodeArgs: [], readyPath: '/health' }, cleanup);
 }
 
 async function startInProcess(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
-  const engine = await startTestEngine(benchEnv(settings, writeRules(cleanup)));
+  const engine = await startTestEngine(benchEnv(settings, settings.rulesDir ?? writeRules(cleanup)));
   const stop = cleanup.add('stop in-process engine', () => engine.stop());
-  await untilReady(engine.url);
+  await untilReady(`${engine.url}/health/ready`);
   return {
     url: engine.url,
     layout: 'in-process',

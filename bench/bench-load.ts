@@ -24,7 +24,11 @@ export interface LatencySummary {
 }
 
 export interface ClosedLoopResult {
+  /** Events 0 … sent-1 were sent (lanes take them in order). */
   sent: number;
+  /** Per event: epoch ms (sub-millisecond) at which its request started, and its HTTP status (0: no answer). */
+  sentAt: Float64Array;
+  statusOf: Uint16Array;
   /** By HTTP status; 0 counts requests that got no answer (connection errors). */
   statuses: Record<string, number>;
   seconds: number;
@@ -50,13 +54,19 @@ export function summarize(samples: Float64Array, count: number): LatencySummary 
   return { count, mean: count ? sum / count : 0, p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: count ? sorted[count - 1] : 0 };
 }
 
+/** `keep-alive`: each lane reuses its connection; `per-event`: a new TCP connection per webhook (as many senders do). */
+export type ConnectionMode = 'keep-alive' | 'per-event';
+
 export class WebhookPoster {
   readonly agent: Agent;
   private readonly url: URL;
 
-  constructor(engineUrl: string, sockets: number) {
+  constructor(engineUrl: string, sockets: number, mode: ConnectionMode = 'keep-alive') {
     this.url = new URL('/webhooks', engineUrl);
-    this.agent = new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
+    // Without keep-alive the request says `Connection: close`: the server closes after answering.
+    this.agent = mode === 'keep-alive'
+      ? new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets })
+      : new Agent({ keepAlive: false, maxSockets: sockets });
   }
 
   /** Resolves with the HTTP status, or 0 when the request failed on the wire. */
@@ -97,6 +107,8 @@ export class WebhookPoster {
  */
 export async function closedLoop(poster: WebhookPoster, events: PreparedEvent[], connections: number, durationMs: number): Promise<ClosedLoopResult> {
   const latencies = new Float64Array(events.length);
+  const sentAt = new Float64Array(events.length);
+  const statusOf = new Uint16Array(events.length);
   const statuses: Record<string, number> = {};
   let next = 0;
   let done = 0;
@@ -104,24 +116,29 @@ export async function closedLoop(poster: WebhookPoster, events: PreparedEvent[],
   const deadline = started + durationMs;
   const lane = async (): Promise<void> => {
     while (next < events.length && performance.now() < deadline) {
-      const event = events[next++];
+      const i = next++;
       const t0 = performance.now();
-      const status = await poster.post(event);
+      sentAt[i] = performance.timeOrigin + t0;
+      const status = await poster.post(events[i]);
       latencies[done++] = performance.now() - t0;
+      statusOf[i] = status;
       statuses[status] = (statuses[status] ?? 0) + 1;
     }
   };
   await Promise.all(Array.from({ length: connections }, lane));
   const seconds = (performance.now() - started) / 1000;
-  return { sent: done, statuses, seconds, latencyMs: summarize(latencies, done), ranOut: next >= events.length };
+  return { sent: next, sentAt, statusOf, statuses, seconds, latencyMs: summarize(latencies, done), ranOut: next >= events.length };
 }
 
 export interface OpenLoopResult {
-  /** Epoch milliseconds (sub-millisecond precision) at which each event was sent. */
-  sentAt: Map<string, number>;
+  /** Per event: epoch milliseconds (sub-millisecond precision) at which it was due, and its HTTP status. */
+  sentAt: Float64Array;
+  statusOf: Uint16Array;
   statuses: Record<string, number>;
   ackLatencyMs: LatencySummary;
   seconds: number;
+  /** The latest the load generator sent an event after it was due (a busy generator shows here, not as the server's latency only). */
+  maxSendLagMs: number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -131,23 +148,29 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * engine shows up as latency instead of silently lowering the offered load.
  */
 export async function openLoop(poster: WebhookPoster, events: PreparedEvent[], ratePerSecond: number): Promise<OpenLoopResult> {
-  const sentAt = new Map<string, number>();
+  const sentAt = new Float64Array(events.length);
+  const statusOf = new Uint16Array(events.length);
   const statuses: Record<string, number> = {};
   const acks = new Float64Array(events.length);
   let acked = 0;
+  let maxSendLagMs = 0;
   const inFlight: Promise<void>[] = [];
   const started = performance.now();
   for (let i = 0; i < events.length; i++) {
     const due = started + (i * 1000) / ratePerSecond;
     const wait = due - performance.now();
     if (wait > 1) await sleep(wait);
-    const t0 = performance.now();
-    sentAt.set(events[i].id, performance.timeOrigin + t0);
+    // The moment it was due: time spent queued for a connection counts against the server.
+    const now = performance.now();
+    maxSendLagMs = Math.max(maxSendLagMs, now - due);
+    const t0 = Math.min(due, now);
+    sentAt[i] = performance.timeOrigin + t0;
     inFlight.push(poster.post(events[i]).then((status) => {
       acks[acked++] = performance.now() - t0;
+      statusOf[i] = status;
       statuses[status] = (statuses[status] ?? 0) + 1;
     }));
   }
   await Promise.all(inFlight);
-  return { sentAt, statuses, ackLatencyMs: summarize(acks, acked), seconds: (performance.now() - started) / 1000 };
+  return { sentAt, statusOf, statuses, ackLatencyMs: summarize(acks, acked), seconds: (performance.now() - started) / 1000, maxSendLagMs };
 }

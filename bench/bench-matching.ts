@@ -53,6 +53,12 @@ function benchRule(i: number, projects: number): LoadedRule {
   return { id: definition.id, definition, source: { kind: 'api' }, version: 'bench', triggers: [type], priority: definition.priority!, enabled: true };
 }
 
+/** `count` rule definitions spread over event types and projects, as rule files would hold them (the start-up run writes them). */
+export function ruleDefinitions(count: number): RuleDefinition[] {
+  const projects = Math.max(1, Math.ceil(count / (TYPES.length * RULES_PER_PROJECT_AND_TYPE)));
+  return Array.from({ length: count }, (_, i) => ({ name: `Benchmark rule ${i}`, ...benchRule(i, projects).definition }));
+}
+
 /** A small deterministic generator, so runs are comparable. */
 function sequence(seed: number): () => number {
   let state = seed;

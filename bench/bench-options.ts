@@ -2,19 +2,37 @@
  * `npm run bench` options, from flags first and the environment second, so a CI
  * job can set BENCH_* once and a person can override one run from the command line.
  */
-export type Section = 'intake' | 'e2e' | 'matching';
+import type { ConnectionMode } from './bench-load.js';
+
+/**
+ * intake: closed loop, events no rule matches; e2e: closed loop, every event
+ * matching; open: half the reference's rate, open loop; backlog: drain rate with
+ * a backlog waiting; startup: time to ready with many rule files.
+ */
+export type Section = 'intake' | 'e2e' | 'open' | 'backlog' | 'startup' | 'matching';
 export type Layout = 'child' | 'in-process';
 
 export interface BenchOptions {
   sections: Section[];
   quick: boolean;
-  /** Intake: how long the timed run lasts, and at most how many events it sends. */
+  /** Closed loops: how long each timed run sends, at most how many events it prepares (sized from the warm-up's rate), over how many connections. */
   durationS: number;
   maxEvents: number;
   connections: number;
-  /** End to end: a fixed, moderate rate, far below the intake's ceiling. */
-  e2eRate: number;
-  e2eDurationS: number;
+  /** Closed loops: keep-alive, a new connection per webhook, or both (one run each). */
+  connectionModes: ConnectionMode[];
+  /** Warm-up before each timed run: at most this many events, at most 2 s. */
+  warmUpEvents: number;
+  /** How long to wait, after sending stops, for the work acknowledged to be done. */
+  drainLimitS: number;
+  /** Open loop: a fixed rate (undefined: half the reference's closed-loop end-to-end rate of the same run). */
+  openRate: number | undefined;
+  openDurationS: number;
+  /** Backlog run: events waiting before the engine starts, and how many of them are timed. */
+  backlog: number;
+  backlogMeasured: number;
+  /** Start-up run: rule files loaded. */
+  startupRules: number;
   matchingRuleCounts: number[];
   matchingEvents: number;
   layout: Layout;
@@ -29,13 +47,19 @@ export interface BenchOptions {
 
 export class BenchUsageError extends Error {}
 
-export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|matching[,…]] [--connections N]
-                         [--duration SECONDS] [--events N] [--layout child|in-process] [--profile]
+export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|open|backlog|startup|matching[,…]]
+                         [--connections N] [--seconds S] [--events N] [--connection keep-alive|per-event|both]
+                         [--connection-per-event] [--open-rate N] [--backlog N] [--backlog-measured N]
+                         [--rules N] [--layout child|in-process] [--profile]
 environment: BENCH_DURATION_S, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, BENCH_E2E_DURATION_S,
-             BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
+             BENCH_BACKLOG, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
 
-const SECTIONS: readonly Section[] = ['intake', 'e2e', 'matching'];
+const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'matching'];
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+const KNOWN_FLAGS = [
+  'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
+  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile',
+];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -75,28 +99,58 @@ function layout(raw: string | undefined): Layout {
   throw new BenchUsageError(`--layout takes child or in-process; got "${raw}"`);
 }
 
+/** The full run measures both; --quick keep-alive only. */
+function connectionModes(flags: Map<string, string>, quick: boolean): ConnectionMode[] {
+  const raw = flags.has('connection-per-event') ? 'per-event' : flags.get('connection');
+  if (raw === undefined) return quick ? ['keep-alive'] : ['keep-alive', 'per-event'];
+  if (raw === 'keep-alive' || raw === 'per-event') return [raw];
+  if (raw === 'both') return ['keep-alive', 'per-event'];
+  throw new BenchUsageError(`--connection takes keep-alive, per-event or both; got "${raw}"`);
+}
+
+function postgres(env: Env): Pick<BenchOptions, 'postgresUrl' | 'postgresRequired' | 'postgresDisabled'> {
+  const setting = env.BENCH_POSTGRES?.toLowerCase();
+  return {
+    postgresUrl: env.BENCH_POSTGRES_URL ?? (setting === 'off' ? undefined : DEFAULT_POSTGRES),
+    postgresRequired: env.BENCH_POSTGRES_URL !== undefined,
+    postgresDisabled: setting === 'off' || setting === '0',
+  };
+}
+
+function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
+  const int = (name: string, raw: string | undefined, full: number, short: number) => Math.floor(positive(name, raw, quick ? short : full));
+  const openRate = flags.get('open-rate') ?? env.BENCH_E2E_RATE;
+  return {
+    durationS: positive('seconds', flags.get('seconds') ?? flags.get('duration') ?? env.BENCH_DURATION_S, quick ? 2 : 10),
+    maxEvents: int('events', flags.get('events') ?? env.BENCH_EVENTS, 500_000, 100_000),
+    connections: int('connections', flags.get('connections') ?? env.BENCH_CONNECTIONS, 32, 32),
+    warmUpEvents: quick ? 300 : 1_000,
+    drainLimitS: quick ? 3 : 10,
+    openRate: openRate === undefined ? undefined : positive('BENCH_E2E_RATE', openRate, 1),
+    openDurationS: positive('BENCH_E2E_DURATION_S', env.BENCH_E2E_DURATION_S, quick ? 1 : 5),
+    backlog: int('backlog', flags.get('backlog') ?? env.BENCH_BACKLOG, 200_000, 10_000),
+    backlogMeasured: int('backlog-measured', flags.get('backlog-measured'), 5_000, 500),
+    startupRules: int('rules', flags.get('rules'), 1_000, 1_000),
+  };
+}
+
 export function parseBenchOptions(argv: readonly string[], env: Env): BenchOptions | 'help' {
   const flags = parseFlags(argv);
   if (flags.has('help')) return 'help';
-  const known = ['quick', 'only', 'connections', 'duration', 'events', 'layout', 'profile'];
-  for (const name of flags.keys()) if (!known.includes(name)) throw new BenchUsageError(`unknown option --${name}`);
+  for (const name of flags.keys()) if (!KNOWN_FLAGS.includes(name)) throw new BenchUsageError(`unknown option --${name}`);
   const quick = flags.has('quick') || env.BENCH_QUICK === '1';
-  const postgresSetting = env.BENCH_POSTGRES?.toLowerCase();
-  return {
+  const options: BenchOptions = {
     sections: sections(flags.get('only') ?? env.BENCH_ONLY),
     quick,
-    durationS: positive('duration', flags.get('duration') ?? env.BENCH_DURATION_S, quick ? 2 : 10),
-    maxEvents: Math.floor(positive('events', flags.get('events') ?? env.BENCH_EVENTS, quick ? 30_000 : 200_000)),
-    connections: Math.floor(positive('connections', flags.get('connections') ?? env.BENCH_CONNECTIONS, 50)),
-    e2eRate: positive('BENCH_E2E_RATE', env.BENCH_E2E_RATE, 200),
-    e2eDurationS: positive('BENCH_E2E_DURATION_S', env.BENCH_E2E_DURATION_S, quick ? 1 : 5),
+    ...sizes(flags, env, quick),
+    connectionModes: connectionModes(flags, quick),
     matchingRuleCounts: [10, 1_000, 10_000],
     matchingEvents: quick ? 2_000 : 20_000,
     layout: layout(flags.get('layout') ?? env.BENCH_LAYOUT),
-    postgresUrl: env.BENCH_POSTGRES_URL ?? (postgresSetting === 'off' ? undefined : DEFAULT_POSTGRES),
-    postgresRequired: env.BENCH_POSTGRES_URL !== undefined,
-    postgresDisabled: postgresSetting === 'off' || postgresSetting === '0',
+    ...postgres(env),
     profile: flags.has('profile'),
     resultsFile: env.BENCH_RESULTS ?? 'bench/results/latest.json',
   };
+  if (options.backlogMeasured > options.backlog) throw new BenchUsageError('--backlog-measured must not exceed --backlog');
+  return options;
 }

@@ -1,26 +1,35 @@
 /**
- * `npm run bench` (SPEC 10): webhook intake, end to end and rule matching,
- * measured on this machine and printed; the figures also go to
+ * `npm run bench` (SPEC 10): the engine beside a minimal reference server
+ * (reference-server.ts) under the same load in the same run: closed loops
+ * end to end and intake only, an open loop at half the reference's rate, the
+ * drain rate with a backlog waiting, start-up with many rule files, and rule
+ * matching; printed with the fast-path targets met or not, and written to
  * bench/results/latest.json. See bench/README.md for the method.
  *
- * Each measured run gets a fresh engine and a fresh database, so one run's
+ * Each measured run gets a fresh process and a fresh database, so one run's
  * backlog never slows the next. Whatever happens (a failure, Ctrl-C), the
- * engines, temp folders and databases it made are removed before it exits.
- * The exit status is 1 only when some part could not run; the figures
- * themselves are never judged.
+ * processes, temp folders and databases it made are removed before it exits.
+ * The exit status is 1 only when some part could not run; a target not met
+ * is a figure, not a failure.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchmarkMatching } from './bench-matching.js';
-import { startSimulator, type Simulator } from '../src/simulator/simulator.js';
 import { colors, isEntryFile, processContext, type CliContext } from '../src/cli/cli-output.js';
+import { runBacklog } from './bench-backlog.js';
 import { Cleanup } from './bench-cleanup.js';
+import { runClosedLoop, type LoadKind } from './bench-closed.js';
 import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type BenchDatabase, type DatabaseName } from './bench-databases.js';
-import { runEndToEnd } from './bench-e2e.js';
-import { runIntake, type ScenarioContext } from './bench-intake.js';
+import { runOpenLoop } from './bench-e2e.js';
+import { startFakeService } from './bench-fake-service.js';
+import type { ConnectionMode } from './bench-load.js';
 import { BenchUsageError, parseBenchOptions, USAGE, type BenchOptions } from './bench-options.js';
-import { emptyResults, finishResults, summaryLines, writeResults, type BenchResults } from './bench-report.js';
+import { finishResults, summaryLines, writeResults } from './bench-report.js';
+import { emptyResults, type BenchResults } from './bench-results.js';
+import { runStartup } from './bench-startup.js';
+import { databaseFor, type ScenarioContext, type SystemName } from './bench-systems.js';
+import { referenceOf } from './bench-tables.js';
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
@@ -68,21 +77,52 @@ function profileFolder(options: BenchOptions, ctx: CliContext): string | undefin
   return dir;
 }
 
-async function engineParts(options: BenchOptions, cleanup: Cleanup, ctx: CliContext, results: BenchResults): Promise<void> {
-  // Light enough to share the load generator's process; its limit is raised so
-  // that only the engine's own pace shows in the end-to-end figures.
-  const sim: Simulator = await startSimulator({ port: 0, rateLimitPerMinute: 1_000_000, latencyMs: 0, maxLogEntries: 1_000_000 });
-  cleanup.add('close the simulator', () => sim.close());
-  const scenario: ScenarioContext = { options, cleanup, serviceUrl: sim.url, progress: ctx.stderr, profileDir: profileFolder(options, ctx) };
-  for (const name of await databaseNames(options, results)) {
-    if (options.sections.includes('intake')) {
-      await attempt(`intake on ${name}`, results, ctx, () =>
-        withDatabase(name, options, cleanup, async (db) => void results.intake.push(await runIntake(scenario, db))));
+async function closedLoops(ctx: ScenarioContext, systems: SystemName[], kind: LoadKind, modes: ConnectionMode[], results: BenchResults, cli: CliContext): Promise<void> {
+  for (const mode of modes) {
+    for (const system of systems) {
+      await attempt(`closed loop ${kind} (${mode}) on ${system}`, results, cli, () =>
+        ctx.withDatabase(databaseFor(system), async (db) => void results.closedLoop.push(await runClosedLoop(ctx, system, kind, mode, db))));
     }
-    if (options.sections.includes('e2e')) {
-      await attempt(`end to end on ${name}`, results, ctx, () =>
-        withDatabase(name, options, cleanup, async (db) => void results.endToEnd.push(await runEndToEnd(scenario, sim, db))));
-    }
+  }
+}
+
+/** Half the reference's closed-loop end-to-end rate of this run (measured now if it was not), or the rate given. */
+async function openLoopRate(ctx: ScenarioContext, results: BenchResults, cli: CliContext) {
+  if (ctx.options.openRate !== undefined) return { rate: ctx.options.openRate, from: 'fixed' as const };
+  if (!referenceOf(results.closedLoop, 'e2e', 'keep-alive')) await closedLoops(ctx, ['reference'], 'e2e', ['keep-alive'], results, cli);
+  const reference = referenceOf(results.closedLoop, 'e2e', 'keep-alive');
+  return reference ? { rate: reference.eventsPerSecond / 2, from: 'half the reference' as const } : undefined;
+}
+
+async function openLoops(ctx: ScenarioContext, systems: SystemName[], results: BenchResults, cli: CliContext): Promise<void> {
+  const rate = await openLoopRate(ctx, results, cli);
+  if (rate === undefined) return void results.skipped.push('open loop: the reference server\'s rate could not be measured');
+  for (const system of systems) {
+    await attempt(`open loop on ${system}`, results, cli, () =>
+      ctx.withDatabase(databaseFor(system), async (db) => void results.openLoop.push(await runOpenLoop(ctx, system, db, rate.rate, rate.from))));
+  }
+}
+
+async function engineParts(options: BenchOptions, cleanup: Cleanup, cli: CliContext, results: BenchResults): Promise<void> {
+  const fake = await startFakeService(cleanup);
+  const started = performance.now();
+  const progress = (line: string) => cli.stderr(`[${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}`);
+  const ctx: ScenarioContext = {
+    options, cleanup, fake, progress, profileDir: profileFolder(options, cli),
+    withDatabase: (name, work) => withDatabase(name, options, cleanup, work),
+  };
+  const databases = await databaseNames(options, results);
+  const systems: SystemName[] = ['reference', ...databases];
+  const wants = (section: BenchOptions['sections'][number]) => options.sections.includes(section);
+  if (wants('e2e')) await closedLoops(ctx, systems, 'e2e', options.connectionModes, results, cli);
+  if (wants('intake')) await closedLoops(ctx, systems, 'intake', options.connectionModes, results, cli);
+  // The reference's own open loop is for comparison only: a quick run skips it.
+  if (wants('open')) await openLoops(ctx, options.quick ? databases : systems, results, cli);
+  for (const name of wants('backlog') ? databases : []) {
+    await attempt(`backlog on ${name}`, results, cli, async () => void results.backlog.push(await runBacklog(ctx, name)));
+  }
+  for (const rules of wants('startup') ? (options.quick ? [options.startupRules] : [options.startupRules, 1]) : []) {
+    await attempt(`start-up with ${rules} rule files`, results, cli, async () => void results.startup.push(await runStartup(ctx, rules)));
   }
 }
 

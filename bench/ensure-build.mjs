@@ -7,8 +7,8 @@ import { dirname, join } from 'node:path';
 
 const OUT = 'dist-bench';
 const SOURCES = ['bench', 'src', 'test/support', 'tsconfig.json'];
-/** The figures bench/ holds are not sources. */
-const NOT_SOURCES = [join('bench', 'results')];
+/** The figures and the documentation bench/ holds are not sources. */
+const NOT_SOURCES = [join('bench', 'results'), join('bench', 'README.md')];
 /** Read by the engine beside its compiled files (src/rules/rule-schema.ts looks in `../../rules/`). */
 const ASSETS = ['rules/rule.schema.json'];
 

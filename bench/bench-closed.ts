@@ -1,0 +1,237 @@
+/**
+ * Closed loops: `connections` clients, each sending its next signed webhook as
+ * soon as the previous one is answered, for `--seconds`, against the reference
+ * server, the engine on SQLite and the engine on PostgreSQL in turn (a fresh
+ * process and database each), over keep-alive connections or a new connection
+ * per webhook.
+ *
+ *   e2e      every event matches (one task.create each); the figure is the
+ *            actions that reached the fake service while sending lasted, per
+ *            second, and the latency from sending a webhook to the arrival of
+ *            its action;
+ *   intake   no event matches (the rule is evaluated and fails); the figure is
+ *            webhooks acknowledged per second.
+ *
+ * After sending stops, the run waits (at most the drain limit) until the work
+ * acknowledged is done: every action arrived (e2e), every event processed
+ * (intake; the reference processes nothing further). CPU is counted from the
+ * first send to the end of that drain, so events per CPU-second include the
+ * work done late. On PostgreSQL, e2e runs also read the database's counters
+ * (bench-pgstats.ts).
+ */
+import type { BenchDatabase } from './bench-databases.js';
+import type { BenchEngine, EngineMemory } from './bench-engine.js';
+import { runPrefix, signedEvents } from './bench-events.js';
+import type { ArrivalLog } from './bench-fake-service.js';
+import { closedLoop, summarize, WebhookPoster, type ClosedLoopResult, type ConnectionMode, type LatencySummary, type PreparedEvent } from './bench-load.js';
+import type { Layout } from './bench-options.js';
+import { BackendCpu, settledCounters, subtract, type PgCounters } from './bench-pgstats.js';
+import { drain, epochNow, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
+
+export type LoadKind = 'e2e' | 'intake';
+
+export interface ClosedLoopFigures {
+  system: SystemName;
+  kind: LoadKind;
+  connectionMode: ConnectionMode;
+  connections: number;
+  layout: Layout;
+  seconds: number;
+  sent: number;
+  acknowledged: number;
+  /** Answers other than 202/200, and requests that got no answer (status 0). */
+  failed: Record<string, number>;
+  ranOut: boolean;
+  acknowledgedPerSecond: number;
+  ackLatencyMs: LatencySummary;
+  /** The headline: e2e, actions arrived during sending per second; intake, acknowledged per second. */
+  eventsPerSecond: number;
+  /** e2e: from sending the webhook to its action's arrival (events whose action arrived, drain included). */
+  e2eLatencyMs?: LatencySummary;
+  /** Work acknowledged but not done when sending stopped, and how long it took to finish (or the limit). */
+  backlogAtEnd: number;
+  drainSeconds: number;
+  /** Work still not done at the drain limit. */
+  leftAfterDrain: number;
+  /** e2e: actions that arrived twice for one event. */
+  duplicateActions: number;
+  /** Events fully handled (action arrived / event processed) per CPU-second of the system, drain included. */
+  cpuSeconds: number;
+  eventsPerCpuSecond: number;
+  /** PostgreSQL: the CPU of its backends serving this database, when visible, and events per CPU-second of both. */
+  databaseCpuSeconds?: number;
+  eventsPerCpuSecondWithDatabase?: number;
+  /** Load generator + fake service (this process), share of one core while sending. */
+  benchCpuPercent: number;
+  memory: EngineMemory;
+  postgres?: PostgresPerEvent;
+}
+
+export interface PostgresPerEvent {
+  events: number;
+  perEvent: PgCounters;
+}
+
+interface Timed {
+  result: ClosedLoopResult;
+  windowStart: number;
+  windowEnd: number;
+  cpu: { start: number; end: number; drained: number };
+  benchCpuPercent: number;
+  backlogAtEnd: number;
+  leftAfterDrain: number;
+  drainedAt: number;
+  databaseCpuSeconds?: number;
+}
+
+const acknowledged = (r: ClosedLoopResult) => r.statuses['202'] ?? 0;
+
+function failures(statuses: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
+}
+
+/** Intake on the engine: events received and not yet processed. The reference processes nothing further. */
+function waitingWork(system: SystemName, database: BenchDatabase): () => Promise<number> {
+  return system === 'reference' ? async () => 0 : () => database.waiting();
+}
+
+/**
+ * Opens the connections and warms the JIT, then waits for that work to be done
+ * so it does not spill into the timed run. Resolves with the events
+ * acknowledged and their rate, which sizes the timed run's prepared events.
+ */
+async function warmUp(ctx: ScenarioContext, kind: LoadKind, poster: WebhookPoster, remaining: () => Promise<number>) {
+  const prefix = runPrefix('warm');
+  const arrivals = await ctx.fake.beginRun(prefix, ctx.options.warmUpEvents);
+  const result = await closedLoop(poster, signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, ctx.options.warmUpEvents), ctx.options.connections, 2_000);
+  const left = kind === 'e2e' ? () => acknowledged(result) - arrivals.arrived() : remaining;
+  await drain(left, ctx.options.drainLimitS * 1000, 50);
+  return { acknowledged: acknowledged(result), perSecond: acknowledged(result) / result.seconds };
+}
+
+/**
+ * Enough events for the timed run: a warmed-up system is much faster than its
+ * warm-up (cold JIT, connections opening), so 5 × the warm-up's rate and at
+ * least 10,000/s, within --events (a run that runs out says so).
+ */
+function timedEventCount(ctx: ScenarioContext, warmUpRate: number): number {
+  const { options } = ctx;
+  return Math.min(options.maxEvents, Math.ceil(Math.max(10_000, warmUpRate * 5) * options.durationS));
+}
+
+async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: PreparedEvent[], poster: WebhookPoster, work: {
+  kind: LoadKind; arrivals: ArrivalLog; remaining: () => Promise<number>; backends?: BackendCpu;
+}): Promise<Timed> {
+  const { options } = ctx;
+  await work.backends?.start();
+  const cpuStart = target.cpuSeconds();
+  const benchStart = process.cpuUsage();
+  const windowStart = epochNow();
+  const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
+  const windowEnd = epochNow();
+  const cpuEnd = target.cpuSeconds();
+  const bench = process.cpuUsage(benchStart);
+  const left = work.kind === 'e2e' ? () => acknowledged(result) - work.arrivals.arrived() : work.remaining;
+  const backlogAtEnd = await left();
+  const leftAfterDrain = await drain(left, options.drainLimitS * 1000, work.kind === 'e2e' ? 20 : 100);
+  return {
+    result, windowStart, windowEnd, backlogAtEnd, leftAfterDrain,
+    drainedAt: epochNow(),
+    cpu: { start: cpuStart, end: cpuEnd, drained: target.cpuSeconds() },
+    benchCpuPercent: ((bench.user + bench.system) / 1e6 / ((windowEnd - windowStart) / 1000)) * 100,
+    databaseCpuSeconds: await work.backends?.stop(),
+  };
+}
+
+/** e2e: actions arrived in the window, latencies, when the last one arrived. */
+function joinArrivals(result: ClosedLoopResult, arrivals: Float64Array, windowEnd: number) {
+  const latencies = new Float64Array(result.sent);
+  let n = 0;
+  let inWindow = 0;
+  let lastArrival = windowEnd;
+  for (let i = 0; i < result.sent; i++) {
+    const arrived = arrivals[i];
+    if (arrived === 0) continue;
+    latencies[n++] = Math.max(0, arrived - result.sentAt[i]);
+    if (arrived <= windowEnd) inWindow++;
+    lastArrival = Math.max(lastArrival, arrived);
+  }
+  return { delivered: n, inWindow, latencyMs: summarize(latencies, n), lastArrival };
+}
+
+function figures(ctx: ScenarioContext, run: { system: SystemName; kind: LoadKind; mode: ConnectionMode }, target: BenchEngine, t: Timed, arrivals: ArrivalLog): ClosedLoopFigures {
+  const { result } = t;
+  const acked = acknowledged(result);
+  const joined = run.kind === 'e2e' ? joinArrivals(result, arrivals.arrivals, t.windowEnd) : undefined;
+  const handled = joined ? joined.delivered : acked - t.leftAfterDrain;
+  const cpuSeconds = t.cpu.drained - t.cpu.start;
+  const drainEnd = joined ? (t.leftAfterDrain > 0 ? t.drainedAt : joined.lastArrival) : t.drainedAt;
+  return {
+    system: run.system, kind: run.kind, connectionMode: run.mode, connections: ctx.options.connections, layout: target.layout,
+    seconds: result.seconds, sent: result.sent, acknowledged: acked, failed: failures(result.statuses), ranOut: result.ranOut,
+    acknowledgedPerSecond: acked / result.seconds,
+    ackLatencyMs: result.latencyMs,
+    eventsPerSecond: (joined ? joined.inWindow : acked) / result.seconds,
+    e2eLatencyMs: joined?.latencyMs,
+    backlogAtEnd: t.backlogAtEnd,
+    drainSeconds: t.backlogAtEnd > 0 ? Math.max(0, drainEnd - t.windowEnd) / 1000 : 0,
+    leftAfterDrain: t.leftAfterDrain,
+    duplicateActions: arrivals.duplicates(),
+    cpuSeconds,
+    eventsPerCpuSecond: cpuSeconds > 0 ? handled / cpuSeconds : 0,
+    databaseCpuSeconds: t.databaseCpuSeconds,
+    eventsPerCpuSecondWithDatabase: t.databaseCpuSeconds === undefined ? undefined : handled / (cpuSeconds + t.databaseCpuSeconds),
+    benchCpuPercent: t.benchCpuPercent,
+    memory: target.memory(),
+  };
+}
+
+/** What the engine's start-up and stop alone cost PostgreSQL, so that per-event figures leave it out. */
+async function postgresStartup(ctx: ScenarioContext): Promise<PgCounters> {
+  ctx.postgresStartup ??= await ctx.withDatabase('postgres', async (db) => {
+    const serverUrl = ctx.options.postgresUrl!;
+    const before = await settledCounters(serverUrl, db.where);
+    const engine = await startSystem(ctx, 'postgres', db, 'startup-cost');
+    await engine.stop();
+    return subtract(await settledCounters(serverUrl, db.where), before);
+  });
+  return ctx.postgresStartup;
+}
+
+function perEvent(total: PgCounters, events: number): PostgresPerEvent {
+  const per = (n: number) => (events > 0 ? n / events : 0);
+  return { events, perEvent: { transactions: per(total.transactions), rowsRead: per(total.rowsRead), rowsWritten: per(total.rowsWritten) } };
+}
+
+/** One closed-loop run on a fresh system and database. */
+export async function runClosedLoop(ctx: ScenarioContext, system: SystemName, kind: LoadKind, mode: ConnectionMode, database: BenchDatabase): Promise<ClosedLoopFigures> {
+  const { options } = ctx;
+  const measurePostgres = system === 'postgres' && kind === 'e2e';
+  const startup = measurePostgres ? await postgresStartup(ctx) : undefined;
+  const prefix = runPrefix(`${kind}_${system}`);
+  const before = measurePostgres ? await settledCounters(options.postgresUrl!, database.where) : undefined;
+  const target = await startSystem(ctx, system, database, `${kind}-${mode}`);
+  const poster = new WebhookPoster(target.url, options.connections, mode);
+  const remaining = waitingWork(system, database);
+  let f: ClosedLoopFigures;
+  let warmedUp = 0;
+  try {
+    ctx.progress(`closed loop ${kind} (${system}, ${mode}): warming up, then ${options.connections} connections for ${options.durationS} s …`);
+    const warm = await warmUp(ctx, kind, poster, remaining);
+    warmedUp = warm.acknowledged;
+    const events = signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, timedEventCount(ctx, warm.perSecond));
+    const arrivals = await ctx.fake.beginRun(prefix, events.length);
+    const backends = measurePostgres ? new BackendCpu(options.postgresUrl!, database.where) : undefined;
+    const timed = await timedRun(ctx, target, events, poster, { kind, arrivals, remaining, backends });
+    f = figures(ctx, { system, kind, mode }, target, timed, arrivals);
+  } finally {
+    poster.close();
+    await target.stop();
+  }
+  if (before !== undefined && startup !== undefined) {
+    const total = subtract(subtract(await settledCounters(options.postgresUrl!, database.where), before), startup);
+    // Events acknowledged but still waiting when the engine stopped cost little yet: left out.
+    f.postgres = perEvent(total, warmedUp + f.acknowledged - f.leftAfterDrain);
+  }
+  return f;
+}

@@ -1,0 +1,113 @@
+/**
+ * The printed tables: closed loops (one table per load and connection mode,
+ * each engine figure also as a ratio to the reference server of the same run),
+ * the half-rate open loop, the backlog runs and start-up.
+ */
+import type { BacklogFigures } from './bench-backlog.js';
+import type { ClosedLoopFigures, LoadKind } from './bench-closed.js';
+import type { OpenLoopFigures } from './bench-e2e.js';
+import type { ConnectionMode } from './bench-load.js';
+import type { StartupFigures } from './bench-startup.js';
+import { systemLabel } from './bench-systems.js';
+
+export const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+export const ms = (n: number): string => `${n < 10 ? n.toFixed(1) : int(n)} ms`;
+export const seconds = (n: number): string => `${n.toFixed(n < 10 ? 2 : 1)} s`;
+export const ratio = (n: number): string => `${n.toFixed(2)}×`;
+/** One decimal below 100, none above. */
+export const decimal = (n: number): string => (n < 100 ? n.toFixed(1) : int(n));
+
+/** First column left-aligned, the others right-aligned, two spaces apart. */
+export function table(rows: string[][], indent = '  '): string[] {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows.map((r) => indent + r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  ').trimEnd());
+}
+
+const KIND_TITLE: Record<LoadKind, string> = {
+  e2e: 'end to end (every event matches: one POST /v1/tasks each; events/s = actions arrived while sending)',
+  intake: 'intake (no event matches: the rule is evaluated and fails; events/s = webhooks acknowledged)',
+};
+
+export function referenceOf(all: ClosedLoopFigures[], kind: LoadKind, mode: ConnectionMode): ClosedLoopFigures | undefined {
+  return all.find((f) => f.system === 'reference' && f.kind === kind && f.connectionMode === mode);
+}
+
+const CLOSED_HEADER: Record<LoadKind, string[]> = {
+  e2e: ['', 'events/s', '× ref', 'e2e p50', 'e2e p99', 'acked/s', 'ack p99', 'left at end', 'drain', 'events/CPU-s', 'peak RSS', 'bench CPU'],
+  intake: ['', 'events/s', '× ref', 'ack p50', 'ack p99', 'ack p99.9', 'left at end', 'drain', 'events/CPU-s', 'peak RSS', 'bench CPU'],
+};
+
+function closedRow(f: ClosedLoopFigures, reference: ClosedLoopFigures | undefined): string[] {
+  const vsReference = reference && reference.eventsPerSecond > 0 ? ratio(f.eventsPerSecond / reference.eventsPerSecond) : '–';
+  const middle = f.kind === 'e2e'
+    ? [ms(f.e2eLatencyMs?.p50 ?? 0), ms(f.e2eLatencyMs?.p99 ?? 0), int(f.acknowledgedPerSecond), ms(f.ackLatencyMs.p99)]
+    : [ms(f.ackLatencyMs.p50), ms(f.ackLatencyMs.p99), ms(f.ackLatencyMs.p999)];
+  const drained = f.leftAfterDrain > 0 ? `>${seconds(f.drainSeconds)}` : seconds(f.drainSeconds);
+  return [
+    systemLabel(f.system), int(f.eventsPerSecond), vsReference, ...middle,
+    int(f.backlogAtEnd), drained, int(f.eventsPerCpuSecond), `${int(f.memory.peakRssMb ?? f.memory.rssMb)} MB`, `${int(f.benchCpuPercent)} %`,
+  ];
+}
+
+function closedNotes(f: ClosedLoopFigures): string[] {
+  const notes: string[] = [];
+  const who = systemLabel(f.system);
+  const failed = Object.entries(f.failed).map(([status, n]) => `${int(n)} × ${status === '0' ? 'no answer' : status}`);
+  if (failed.length > 0) notes.push(`${who}: ${failed.join(', ')}`);
+  if (f.ranOut) notes.push(`${who}: ran out of prepared events (raise --events)`);
+  if (f.leftAfterDrain > 0) notes.push(`${who}: ${int(f.leftAfterDrain)} acknowledged events still not done ${seconds(f.drainSeconds)} after sending stopped`);
+  if (f.duplicateActions > 0) notes.push(`${who}: ${int(f.duplicateActions)} actions arrived twice`);
+  if (f.postgres) {
+    const p = f.postgres.perEvent;
+    const withDb = f.eventsPerCpuSecondWithDatabase === undefined ? '' : `; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its PostgreSQL backends together`;
+    notes.push(`${who}, per event (pg_stat_database, start-up left out, ${int(f.postgres.events)} events): ${p.transactions.toFixed(2)} transactions, ${decimal(p.rowsRead)} rows read, ${decimal(p.rowsWritten)} rows written${withDb}`);
+  }
+  return notes.map((n) => `    ${n}`);
+}
+
+export function closedLoopLines(all: ClosedLoopFigures[], durationS: number): string[] {
+  const lines: string[] = [];
+  for (const kind of ['e2e', 'intake'] as const) {
+    for (const mode of ['keep-alive', 'per-event'] as const) {
+      const group = all.filter((f) => f.kind === kind && f.connectionMode === mode);
+      if (group.length === 0) continue;
+      const reference = referenceOf(all, kind, mode);
+      const how = mode === 'keep-alive' ? 'keep-alive connections' : 'a new connection per webhook';
+      lines.push(`closed loop, ${KIND_TITLE[kind]}; ${group[0].connections} clients, ${how}, ${durationS} s each:`);
+      lines.push(...table([CLOSED_HEADER[kind], ...group.map((f) => closedRow(f, reference))]));
+      lines.push(...group.flatMap(closedNotes));
+    }
+  }
+  return lines;
+}
+
+export function openLoopLines(all: OpenLoopFigures[], drainLimitS: number): string[] {
+  if (all.length === 0) return [];
+  const first = all[0];
+  const rate = first.rateFrom === 'half the reference' ? `half the reference's closed-loop rate, ${int(first.ratePerSecond)} events/s` : `${int(first.ratePerSecond)} events/s (fixed)`;
+  const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS'];
+  const rows = all.map((f) => [
+    systemLabel(f.system), int(f.deliveredPerSecond), ms(f.latencyMs.p50), ms(f.latencyMs.p99), ms(f.latencyMs.max), ms(f.ackLatencyMs.p99),
+    int(f.missing), `${int(f.cpuPercent)} %`, `${int(f.memory.peakRssMb ?? f.memory.rssMb)} MB`,
+  ]);
+  const notes = all.filter((f) => f.maxSendLagMs > 20 || f.duplicateActions > 0 || f.deliveredPerSecond < f.ratePerSecond * 0.95).map((f) =>
+    `    ${systemLabel(f.system)}: ${f.deliveredPerSecond < f.ratePerSecond * 0.95 ? 'fell behind the offered rate (latency measures a growing queue); ' : ''}` +
+    `load generator up to ${ms(f.maxSendLagMs)} late${f.duplicateActions > 0 ? `; ${int(f.duplicateActions)} actions arrived twice` : ''}`);
+  return [`open loop, end to end at ${rate}, keep-alive (not arrived: ${drainLimitS} s after sending stopped):`, ...table([header, ...rows]), ...notes];
+}
+
+export function backlogLines(all: BacklogFigures[]): string[] {
+  return all.flatMap((b) => [b.emptyQueue, b.backlog].some((d) => d.failed) ? [
+    `backlog (${systemLabel(b.system)}): ${[b.emptyQueue, b.backlog].filter((d) => d.failed).map((d) => `with ${int(d.waiting)} events waiting, the engine was ${d.failed}`).join('; ')}`,
+  ] : [
+    `backlog (${systemLabel(b.system)}): drain rate of the first ${int(b.backlog.measured)} actions with ${int(b.backlog.waiting)} events waiting ${int(b.backlog.eventsPerSecond)}/s, ` +
+      `with ${int(b.emptyQueue.waiting)} waiting ${int(b.emptyQueue.eventsPerSecond)}/s: ${ratio(b.ratio)}`,
+    `    ready ${seconds(b.backlog.readySeconds)} after spawning with the backlog (${seconds(b.emptyQueue.readySeconds)} without); peak RSS ${int(b.backlog.memory.peakRssMb ?? 0)} MB (${int(b.emptyQueue.memory.peakRssMb ?? 0)} MB)`,
+  ]);
+}
+
+export function startupLines(all: StartupFigures[]): string[] {
+  if (all.length === 0) return [];
+  const parts = all.map((s) => `${int(s.ruleFiles)} rule file${s.ruleFiles === 1 ? '' : 's'} ${seconds(s.freshSeconds)}${s.restartSeconds === undefined ? '' : ` (restart ${seconds(s.restartSeconds)})`}`);
+  return [`start-up, spawn to /health/ready (fresh SQLite file, migrations included): ${parts.join(' | ')}`];
+}
