@@ -8,6 +8,7 @@ import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { safeJsonParse } from '../json.js';
 import { ENGINE_VERSION } from '../version.js';
+import { exchange, TransportError, type Exchange } from './service-transport.js';
 import { DEFAULT_PAUSE_MS, RateBudget } from './rate-budget.js';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from './retry-policy.js';
 import type { ServiceRequest } from './service-operations.js';
@@ -54,59 +55,50 @@ export class ServiceClient {
 
   async send(request: ServiceRequest, idempotencyKey?: string): Promise<ServiceOutcome> {
     await this.budget.acquire();
-    let response: Response;
+    let answer: Exchange;
     try {
-      response = await fetch(this.urlOf(request), {
+      answer = await exchange(this.urlOf(request), {
         method: request.method,
         headers: this.headersFor(request, idempotencyKey),
         body: request.body === undefined ? undefined : JSON.stringify(request.body),
-        signal: AbortSignal.timeout(this.config.serviceTimeoutMs),
+        timeoutMs: this.config.serviceTimeoutMs,
       });
     } catch (error) {
-      const name = (error as Error).name;
-      if (name === 'TimeoutError' || name === 'AbortError') {
-        return { ok: false, kind: 'timeout', code: 'timeout', message: `no answer within ${this.config.serviceTimeoutMs} ms` };
-      }
-      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      return { ok: false, kind: 'network', code: 'network_error', message: cause?.message ?? (error as Error).message };
+      if (!(error instanceof TransportError)) throw error;
+      // Headers may have come before the answer was cut off; a hold they asked for cannot be read now.
+      return { ok: false, kind: error.kind === 'timeout' ? 'timeout' : 'network', code: error.kind === 'timeout' ? 'timeout' : 'network_error', message: error.message };
     }
-    this.noteRateLimit(response);
-    return this.outcomeOf(response);
+    this.noteRateLimit(answer);
+    return outcomeOf(answer);
   }
 
-  private noteRateLimit(response: Response): void {
-    const header = response.headers.get('x-ratelimit-remaining')?.trim();
+  private noteRateLimit(answer: Exchange): void {
+    const header = answer.header('x-ratelimit-remaining')?.trim();
     const remaining = header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined;
     if (remaining !== undefined) this.lastRemaining = remaining;
     // Either signal means every further call would be refused: hold them all, not just this one.
     const now = this.clock.now();
-    const retryAfter = parseRetryAfter(response.headers.get('retry-after') ?? undefined, now);
-    const wait = remaining === 0 ? (retryAfter ?? DEFAULT_PAUSE_MS) : response.status === 429 ? retryAfter : undefined;
+    const retryAfter = parseRetryAfter(answer.header('retry-after'), now);
+    const wait = remaining === 0 ? (retryAfter ?? DEFAULT_PAUSE_MS) : answer.status === 429 ? retryAfter : undefined;
     if (wait !== undefined) this.budget.pauseUntil(now.getTime() + Math.min(wait, MAX_RETRY_AFTER_MS));
   }
+}
 
-  private async outcomeOf(response: Response): Promise<ServiceOutcome> {
-    let text = '';
-    try {
-      text = await response.text();
-    } catch (error) {
-      return { ok: false, kind: 'network', code: 'network_error', message: `answer cut off: ${(error as Error).message}` };
-    }
-    let body: unknown = text === '' ? null : text;
-    try {
-      if (text !== '') body = safeJsonParse(text);
-    } catch {
-      // Not JSON: keep the text, an operator may still want to read it.
-    }
-    if (response.ok) return { ok: true, status: response.status, body };
-    const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
-    return {
-      ok: false,
-      kind: 'http',
-      status: response.status,
-      code: typeof error?.code === 'string' ? error.code : `http_${response.status}`,
-      message: typeof error?.message === 'string' ? error.message : `the service answered ${response.status}`,
-      retryAfter: response.headers.get('retry-after') ?? undefined,
-    };
+function outcomeOf(answer: Exchange): ServiceOutcome {
+  let body: unknown = answer.text === '' ? null : answer.text;
+  try {
+    if (answer.text !== '') body = safeJsonParse(answer.text);
+  } catch {
+    // Not JSON: keep the text, an operator may still want to read it.
   }
+  if (answer.status >= 200 && answer.status < 300) return { ok: true, status: answer.status, body };
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  return {
+    ok: false,
+    kind: 'http',
+    status: answer.status,
+    code: typeof error?.code === 'string' ? error.code : `http_${answer.status}`,
+    message: typeof error?.message === 'string' ? error.message : `the service answered ${answer.status}`,
+    retryAfter: answer.header('retry-after'),
+  };
 }
