@@ -18,6 +18,7 @@ import { LoopsAndThrottles1764200000000 } from './migrations/1764200000000-loops
 import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
 import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-indexes.js';
 import { StorageProbe1764400000000 } from './migrations/1764400000000-storage-probe.js';
+import { SeenResource1764500000000 } from './migrations/1764500000000-seen-resource.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -27,6 +28,7 @@ export const MIGRATIONS = [
   LoopsAndThrottles1764200000000,
   ClaimIndexes1764300000000,
   StorageProbe1764400000000,
+  SeenResource1764500000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -44,6 +44,10 @@ export class EventEntity {
   @Column({ name: 'self_caused', type: 'boolean', default: false })
   selfCaused!: boolean;
 
+  /** About no resource, or one the engine has a snapshot of: it never waits behind the causal barrier. */
+  @Column({ name: 'seen_resource', type: 'boolean', default: false })
+  seenResource!: boolean;
+
   @Column({ name: 'replay_of', type: 'varchar', length: 255, nullable: true })
   replayOf!: string | null;
 

@@ -57,6 +57,8 @@ const INSERT_RUN = `
 const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
+/** The resource is seen now: events waiting about it no longer wait behind the causal barrier. */
+const MARK_SEEN = `UPDATE events SET seen_resource = ? WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
 const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions
@@ -97,7 +99,10 @@ export class EventCommit {
       const loaded = { id: execution.id, eventSeq: claim.seq, eventId: claim.event_id, ruleId: execution.match.rule.id, rule: execution.snapshot };
       runs.push({ run, execution: loaded, leased: lease !== undefined });
     }
-    if (claim.resource_key && resource) await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
+    if (claim.resource_key && resource) {
+      await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
+      await sql.run(MARK_SEEN, [true, claim.resource_key]);
+    }
     this.metrics.eventProcessed(claim.type, verdict.status);
     return runs;
   }

@@ -15,9 +15,9 @@
  * same resource is still waiting and no earlier event's action runs on it are
  * unfinished.
  *
- * Causal barrier: an event about a resource the engine has not seen before is
- * not claimed while an action that creates resources, started before the event
- * arrived, is still in flight. The service can send the webhook about a resource
+ * Causal barrier: an event about a resource the engine has not seen before
+ * (`seen_resource` false: no snapshot of it) is not claimed while an action
+ * that creates resources, started before the event arrived, is still in flight. The service can send the webhook about a resource
  * an action created before the engine has recorded the action's answer, and so
  * the resource's provenance; waiting for those runs (at most SERVICE_TIMEOUT_MS)
  * lets loop protection see the resources the engine made. (Actions that change
@@ -93,26 +93,43 @@ export class WorkQueue {
 
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     const now = this.clock.now().toISOString();
-    const sql = `
-      UPDATE events SET lease_owner = ?, lease_until = ?
-      WHERE seq IN (
-        SELECT e.seq FROM events e
-        WHERE e.status = 'received' AND e.next_attempt_at <= ?
-          AND (e.lease_until IS NULL OR e.lease_until < ?)
-          AND NOT EXISTS (SELECT 1 FROM events p
-                          WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq)
-          AND NOT EXISTS (SELECT 1 FROM action_runs a
-                          WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
-                            AND a.status IN ('pending', 'running', 'retrying'))
-          AND (e.seq < ${BARRIER_SEQ} OR e.resource_key IS NULL
-               OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = e.resource_key))
-        ORDER BY e.seq LIMIT ? ${this.skipLocked})
-      RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
-    const params = [this.owner, isoIn(this.clock, EVENT_LEASE_MS), now, now, limit];
+    const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
+    const params = [...lease, now, now, limit, now, now, limit, now, limit];
     const started = performance.now();
-    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(sql, params));
+    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql, params));
     this.refreshStatisticsIfSlow(performance.now() - started);
     return rows.sort((a, b) => a.seq - b.seq);
+  }
+
+  /**
+   * The candidates come from two index scans that each stop after `limit`
+   * rows: waiting events before the barrier, and waiting events after it
+   * about seen resources (which never wait for it: a partial index holds just
+   * those). Events that must wait for the barrier are never scanned, however
+   * many there are.
+   */
+  private get claimEventsSql(): string {
+    const claimable = (seqBound: string) => `
+      SELECT e.seq FROM events e
+      WHERE e.status = 'received' AND ${seqBound} AND e.next_attempt_at <= ?
+        AND (e.lease_until IS NULL OR e.lease_until < ?)
+        AND NOT EXISTS (SELECT 1 FROM events p
+                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq)
+        AND NOT EXISTS (SELECT 1 FROM action_runs a
+                        WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
+                          AND a.status IN ('pending', 'running', 'retrying'))
+      ORDER BY e.seq LIMIT ?`;
+    return `
+      UPDATE events SET lease_owner = ?, lease_until = ?
+      WHERE seq IN (
+        SELECT c.seq FROM events c
+        WHERE c.seq IN (SELECT seq FROM (${claimable(`e.seq < ${BARRIER_SEQ}`)}) before_barrier
+                        UNION ALL
+                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`)}) seen)
+          -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
+          AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
+        ORDER BY c.seq LIMIT ? ${this.skipLocked})
+      RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
   }
 
   /**
