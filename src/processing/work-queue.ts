@@ -62,6 +62,8 @@ export interface ClaimedActionRun {
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
 export const EVENT_LEASE_MS = 15_000;
 const SLOW_CLAIM_MS = 20;
+/** At most this often: a table that grows by thousands of rows a second outgrows its statistics in seconds. */
+const ANALYZE_EVERY_MS = 5_000;
 
 /**
  * The first event received after the oldest action run that may have acted
@@ -135,14 +137,14 @@ export class WorkQueue {
   /**
    * PostgreSQL plans the claim from table statistics; when a backlog builds up
    * faster than autovacuum refreshes them (a burst, a new database), the plan
-   * turns quadratic. A slow claim asks for fresh statistics, at most once a minute.
+   * turns quadratic. A slow claim asks for fresh statistics, at most every few seconds.
    */
   private refreshStatisticsIfSlow(ms: number): void {
     if (this.db.kind !== 'postgres' || ms < SLOW_CLAIM_MS) return;
     const now = Date.now();
-    if (now - this.analyzedAt < 60_000) return;
+    if (now - this.analyzedAt < ANALYZE_EVERY_MS) return;
     this.analyzedAt = now;
-    this.db.dataSource.query('ANALYZE events, action_runs').catch(() => undefined);
+    this.db.dataSource.query('ANALYZE events, action_runs, resource_snapshots').catch(() => undefined);
   }
 
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
