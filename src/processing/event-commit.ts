@@ -23,6 +23,7 @@ import type { EventEnvelope } from '../intake/envelope.js';
 import { templateContext } from '../rules/template-context.js';
 import type { PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
 import { saveProvenance, type LoadedExecution } from './execution-progress.js';
+import { BatchedStatements, unnestOf, type Batched } from './batched-statements.js';
 import { actionRunId } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
@@ -64,6 +65,43 @@ const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions
   WHERE rule_id = ? AND throttle_key = ? AND created_at > ? AND status <> 'throttled'`;
 
+/** FINISH_EVENT for a whole batch (PostgreSQL): the columns as arrays, the seqs of the events still leased to us back. */
+const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int'];
+const FINISH_MANY = `
+  UPDATE events e SET status = t.status, depth = t.depth, self_caused = t.self_caused, error = t.error, processed_at = t.processed_at,
+                      attempts = t.attempts, next_attempt_at = t.next_attempt_at, explanation = t.explanation, lease_owner = NULL, lease_until = NULL
+  FROM ${unnestOf(['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq'], FINISH_MANY_TYPES)}
+  WHERE e.seq = t.seq AND e.lease_owner = ? AND e.status = 'received'
+  RETURNING e.seq`;
+
+const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at'];
+const RUN_COLUMNS = ['id', 'execution_id', 'event_seq', 'resource_key', 'rule_id', 'action_id', 'type', 'status', 'attempts', 'next_attempt_at', 'lease_owner', 'lease_until', 'request', 'created_at', 'updated_at'];
+const text = (n: number) => Array<string>(n).fill('text');
+const BATCHED = new Map<string, Batched>([
+  [INSERT_EXECUTION, {
+    types: [...text(1), 'int', ...text(9)],
+    text: `INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')}) SELECT * FROM ${unnestOf(EXECUTION_COLUMNS, [...text(1), 'int', ...text(9)])}`,
+  }],
+  [INSERT_RUN, {
+    types: [...text(2), 'int', ...text(5), 'int', ...text(6)],
+    text: `INSERT INTO action_runs (${RUN_COLUMNS.join(', ')}, position)
+           SELECT *, 0 FROM ${unnestOf(RUN_COLUMNS, [...text(2), 'int', ...text(5), 'int', ...text(6)])}`,
+  }],
+  [SAVE_SNAPSHOT, {
+    types: ['text', 'text', 'int', 'text'],
+    keyOf: (params) => params[0],
+    text: `INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at)
+           SELECT * FROM ${unnestOf(['resource_key', 'payload', 'event_seq', 'updated_at'], ['text', 'text', 'int', 'text'])}
+           ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`,
+  }],
+  [MARK_SEEN, {
+    types: ['bool', 'text'],
+    keyOf: (params) => params[1],
+    text: `UPDATE events e SET seen_resource = t.seen FROM ${unnestOf(['seen', 'resource_key'], ['bool', 'text'])}
+           WHERE e.resource_key = t.resource_key AND e.status = 'received' AND NOT e.seen_resource`,
+  }],
+]);
+
 interface NewExecution {
   id: string;
   match: VerdictMatch;
@@ -78,16 +116,48 @@ export class EventCommit {
     private readonly metrics: Metrics,
   ) {}
 
+  /**
+   * Commits a batch of evaluated events. On PostgreSQL, when no matched rule
+   * throttles, the events are finished with one statement and the rows they
+   * create are written with one statement per table (batched-statements.ts);
+   * otherwise event by event, in order (a throttle counts what came before).
+   */
+  async commitAll(sql: Statements, prepared: PreparedEvent[], owner: string, now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+    const throttles = prepared.some((p) => p.verdict.matched.some((m) => m.rule.definition.options?.throttle));
+    const runs: CreatedRun[] = [];
+    if (this.kind === 'sqlite' || throttles || prepared.length === 1) {
+      for (const p of prepared) runs.push(...(await this.commit(sql, p, owner, now, handOff)));
+      return runs;
+    }
+    const plans = prepared.map((p) => ({ p, executions: p.verdict.status === 'received' ? [] : newExecutions(p.verdict) }));
+    const finished = await this.finishAll(sql, plans, owner, now);
+    const batched = new BatchedStatements(sql, BATCHED);
+    for (const { p, executions } of plans) {
+      if (finished.has(p.claim.seq) && p.verdict.status !== 'received') runs.push(...(await this.record(batched, p, executions, now, handOff)));
+    }
+    await batched.flush();
+    return runs;
+  }
+
   /** Commits one event; the action runs it created, leased to `handOff` when given (none when the event's lease was lost). */
-  async commit(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, owner: string, now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+  async commit(sql: Statements, prepared: PreparedEvent, owner: string, now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+    const { claim, verdict } = prepared;
     const done = verdict.status !== 'received';
     const executions = done ? await this.decideThrottles(sql, verdict, now) : [];
-    const explanation = explain(verdict.explanation, executions);
-    const finished = await sql.run(FINISH_EVENT, [
-      verdict.status, verdict.position.depth, verdict.position.selfCaused, verdict.error ?? null, done ? now : null,
-      claim.attempts + (done ? 0 : 1), verdict.retryAt ?? now, JSON.stringify(explanation), claim.seq, owner,
-    ]);
+    const finished = await sql.run(FINISH_EVENT, [...finishColumns(prepared, executions, now), claim.seq, owner]);
     if (!finished || !done) return [];
+    return this.record(sql, prepared, executions, now, handOff);
+  }
+
+  private async finishAll(sql: Statements, plans: Array<{ p: PreparedEvent; executions: NewExecution[] }>, owner: string, now: string): Promise<Set<number>> {
+    const rows = plans.map(({ p, executions }) => [...finishColumns(p, executions, now), p.claim.seq]);
+    const columns = FINISH_MANY_TYPES.map((_type, i) => rows.map((row) => row[i] ?? null));
+    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner]);
+    return new Set(finished.map((row) => Number(row.seq)));
+  }
+
+  /** What a finished event created: its executions, their first runs, its resource's snapshot. */
+  private async record(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs: CreatedRun[] = [];
     for (const execution of executions) {
       await this.insertExecution(sql, claim, execution, now);
@@ -125,6 +195,7 @@ export class EventCommit {
     return executions;
   }
 
+
   private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled, snapshot }: NewExecution, now: string) {
     await sql.run(INSERT_EXECUTION, [
       id, claim.seq, claim.event_id, match.rule.id, match.rule.version, throttled ? 'throttled' : 'running',
@@ -156,6 +227,20 @@ export class EventCommit {
     }
     return run;
   }
+}
+
+/** Executions of an event none of whose rules throttles. */
+function newExecutions(verdict: Verdict): NewExecution[] {
+  return verdict.matched.map((match) => ({ id: randomUUID(), match, throttled: false, snapshot: snapshotOf(match) }));
+}
+
+/** The event's columns as FINISH_EVENT sets them, in its order. */
+function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecution[], now: string): unknown[] {
+  const done = verdict.status !== 'received';
+  return [
+    verdict.status, verdict.position.depth, verdict.position.selfCaused, verdict.error ?? null, done ? now : null,
+    claim.attempts + (done ? 0 : 1), verdict.retryAt ?? now, JSON.stringify(explain(verdict.explanation, executions)),
+  ];
 }
 
 function snapshotOf({ rule }: VerdictMatch): RuleSnapshot {

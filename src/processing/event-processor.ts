@@ -112,9 +112,7 @@ export class EventProcessor {
     return this.db.write(async (manager) => {
       const sql = statementsOf(manager);
       const now = this.clock.now().toISOString();
-      const runs: CreatedRun[] = [];
-      for (const p of prepared) runs.push(...(await this.committer.commit(sql, p, leaseOwner, now, handOff)));
-      return runs;
+      return this.committer.commitAll(sql, prepared, leaseOwner, now, handOff);
     });
   }
 
