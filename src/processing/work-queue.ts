@@ -111,8 +111,10 @@ export class WorkQueue {
    * many there are.
    */
   private get claimEventsSql(): string {
-    const claimable = (seqBound: string) => `
-      SELECT e.seq FROM events e
+    // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial index.
+    const seenIndex = this.db.kind === 'sqlite' ? 'INDEXED BY idx_events_waiting_seen' : '';
+    const claimable = (seqBound: string, index = '') => `
+      SELECT e.seq FROM events e ${index}
       WHERE e.status = 'received' AND ${seqBound} AND e.next_attempt_at <= ?
         AND (e.lease_until IS NULL OR e.lease_until < ?)
         AND NOT EXISTS (SELECT 1 FROM events p
@@ -127,7 +129,7 @@ export class WorkQueue {
         SELECT c.seq FROM events c
         WHERE c.seq IN (SELECT seq FROM (${claimable(`e.seq < ${BARRIER_SEQ}`)}) before_barrier
                         UNION ALL
-                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`)}) seen)
+                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`, seenIndex)}) seen)
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
         ORDER BY c.seq LIMIT ? ${this.skipLocked})
