@@ -1,5 +1,6 @@
-// Builds dist/ when it is missing or older than any source file, so `npm start`
-// and the other commands work on a fresh clone and after an edit.
+// Builds dist/ when it is missing or older than any source file, and the
+// console (dist-console/) when it is missing or older than console/, so
+// `npm start` and the other commands work on a fresh clone and after an edit.
 import { execSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,4 +18,9 @@ const built = existsSync('dist/main.js') ? statSync('dist/main.js').mtimeMs : 0;
 if (built < Math.max(newest('src'), statSync('tsconfig.json').mtimeMs)) {
   process.stderr.write('building dist/ …\n');
   execSync('npx nest build', { stdio: 'inherit' });
+}
+const { buildConsole, consoleBuildNeeded } = await import('./build-console.mjs');
+if (consoleBuildNeeded()) {
+  process.stderr.write('building dist-console/ …\n');
+  await buildConsole();
 }

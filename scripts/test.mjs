@@ -1,7 +1,8 @@
 // `npm test`: type-check, lint (`npm run lint`: eslint.config.js), build (the
-// crash suite runs dist/main.js as a child process), then every jest suite (unit
-// specs beside the code, end-to-end suites in test/), and a closing line that
-// counts them.
+// crash suite runs dist/main.js as a child process; the console's browser suite
+// loads dist-console/), then every jest suite (unit specs beside the code,
+// end-to-end suites in test/, the console in Chromium when it is installed), and
+// a closing line that counts them.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,12 @@ if (run('npm', ['run', 'lint']) !== 0) {
 }
 if (run('npx', ['nest', 'build']) !== 0) {
   console.error('build failed');
+  process.exit(1);
+}
+// The console's front end: type-checked, then built into dist-console/, which
+// the engine serves and the browser suite (test/console-browser.e2e-spec.ts) loads.
+if (run('npx', ['tsc', '-p', 'console/tsconfig.json']) !== 0 || run(process.execPath, ['scripts/build-console.mjs']) !== 0) {
+  console.error('the console (console/) failed to type-check or build');
   process.exit(1);
 }
 

@@ -33,6 +33,16 @@ import { Workers } from './processing/workers.js';
 import { Retention } from './processing/retention.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
 import { RuleWatcher } from './rules/rule-watcher.js';
+import { AdminEventContextService } from './admin/admin-event-context.service.js';
+import { AdminLiveController } from './admin/admin-live.controller.js';
+import { AdminOverviewController } from './admin/admin-overview.controller.js';
+import { AdminOverviewService } from './admin/admin-overview.service.js';
+import { EventFeed } from './admin/event-feed.js';
+import { AttemptJournal, JournaledServiceClient } from './console/attempt-journal.js';
+import { ConsoleAssets } from './console/console-assets.js';
+import { ConsolePageController } from './console/console.controller.js';
+import { ConsoleSessionController } from './console/console-session.controller.js';
+import { ConsoleSessions } from './console/console-sessions.js';
 
 const CONTROLLERS = [
   IntakeController,
@@ -42,6 +52,11 @@ const CONTROLLERS = [
   AdminActionsController,
   HealthController,
   MetricsController,
+  AdminOverviewController,
+  AdminLiveController,
+  // console: the session routes before the page's catch-all /console/*path
+  ConsoleSessionController,
+  ConsolePageController,
 ];
 
 const SERVICES = [
@@ -54,8 +69,9 @@ const SERVICES = [
   RuleRegistry,
   ApiRulesService,
   RuleWatcher,
-  // actions
-  ServiceClient,
+  // actions (the console's journal remembers each attempt the client makes)
+  AttemptJournal,
+  { provide: ServiceClient, useClass: JournaledServiceClient },
   // processing
   WorkQueue,
   EventProcessor,
@@ -70,6 +86,12 @@ const SERVICES = [
   AdminQueryService,
   AdminRulesService,
   AdminActionsService,
+  AdminOverviewService,
+  AdminEventContextService,
+  EventFeed,
+  // console
+  ConsoleSessions,
+  ConsoleAssets,
 ];
 
 /** Composition only: intake stores events; processing moves them through rules and actions; storage under all. */

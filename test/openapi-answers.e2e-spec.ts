@@ -322,6 +322,49 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
     });
   });
 
+  describe('the console', () => {
+    const session = async (token: string) => fetch(`${engine.url}/console/session`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: json({ token }) });
+
+    it('POST /console/session: 200, 400 for a body that is not JSON, 401 for a wrong token, 413', async () => {
+      expectAnswer(await answer('POST', '/console/session', { token: false, body: json({ token: engine.config.adminToken }) }), 200);
+      expectAnswer(await answer('POST', '/console/session', { token: false, body: '{' }), 400, 'invalid_json');
+      expectAnswer(await answer('POST', '/console/session', { token: false, body: json({ token: 'not-the-admin-token-at-all' }) }), 401, 'unauthorized');
+      expectAnswer(await answer('POST', '/console/session', { token: false, body: OVERSIZED }), 413, 'payload_too_large');
+    });
+
+    it('GET /console/session: 200 signed in, 401 not; DELETE /console/session: 204', async () => {
+      const cookie = (await session(engine.config.adminToken)).headers.get('set-cookie')!.split(';')[0];
+      expectAnswer(await answer('GET', '/console/session', { token: false, headers: { Cookie: cookie } }), 200);
+      expectAnswer(await answer('DELETE', '/console/session', { token: false, headers: { Cookie: cookie } }), 204);
+      expectAnswer(await answer('GET', '/console/session', { token: false, headers: { Cookie: cookie } }), 401, 'unauthorized');
+    });
+
+    it('GET /admin/overview and /admin/rule-problems: 200', async () => {
+      expectAnswer(await answer('GET', '/admin/overview'), 200);
+      expectAnswer(await answer('GET', '/admin/rule-problems'), 200);
+    });
+
+    it('GET /admin/events/{id}/context: 200, 404', async () => {
+      const event = aTaskEvent('task.completed', { title: 'Release 9' });
+      expect((await engine.admin('/admin/events', { method: 'POST', body: json(event) })).status).toBe(202);
+      await settledEvent(engine, event.id!);
+      expectAnswer(await answer('GET', `/admin/events/${encodeURIComponent(event.id!)}/context`), 200);
+      expectAnswer(await answer('GET', '/admin/events/evt_unknown/context'), 404, 'not_found');
+    });
+
+    it('GET /admin/live/events: 200 with a stream, 400 for a bad filter', async () => {
+      const aborted = new AbortController();
+      const res = await fetch(`${engine.url}/admin/live/events`, { headers: { Authorization: `Bearer ${engine.config.adminToken}` }, signal: aborted.signal });
+      const first = await res.body!.getReader().read();
+      aborted.abort();
+      const text = new TextDecoder().decode(first.value);
+      seen.add(`GET /admin/live/events ${res.status}`);
+      expect([res.status, res.headers.get('content-type'), text]).toEqual([200, expect.stringMatching(/^text\/event-stream/), expect.stringMatching(/^\s*event: ready\n/)]);
+      expect(answerProblems(document, 'GET', '/admin/live/events', res.status, text)).toEqual([]);
+      expectAnswer(await answer('GET', '/admin/live/events?status=done'), 400, 'validation_failed');
+    });
+  });
+
   it('has seen every answer the document declares', () => {
     const declared = Object.entries(document.paths).flatMap(([template, operations]) =>
       Object.entries(operations).flatMap(([method, operation]) =>

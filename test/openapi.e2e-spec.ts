@@ -73,11 +73,11 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('marks every admin route as needing the bearer token and answering 401', () => {
+  it('marks every admin route as needing the bearer token (or a console session) and answering 401', () => {
     for (const [path, methods] of Object.entries<Record<string, Operation>>(document.paths)) {
       if (!path.startsWith('/admin')) continue;
       for (const operation of Object.values(methods)) {
-        expect(operation.security).toEqual([{ bearer: [] }]);
+        expect(operation.security).toEqual([{ bearer: [] }, { engine_console: [] }]);
         expect(operation.responses['401']).toBeDefined();
       }
     }

@@ -6,6 +6,7 @@ import { IntakeService } from '../intake/intake.service.js';
 import { ApiTags } from '@nestjs/swagger';
 import { AdminGuard } from './admin.guard.js';
 import { AdminRoute, JsonBody, ListQueries, Paged, StorageWrite, SuccessResponse } from '../http/openapi.js';
+import { EventFilterQueries } from '../http/openapi-console.js';
 import { AdminQueryService } from './admin-query.service.js';
 import { parseLimit } from './pagination.js';
 
@@ -21,7 +22,8 @@ export class AdminEventsController {
 
   @Get()
   @AdminRoute('Stored events, newest first', 200, Paged('EventSummary'))
-  @ListQueries(['type', 'event type, e.g. task.completed'], ['status', 'received, processed, ignored, failed or loop_blocked'])
+  @ListQueries()
+  @EventFilterQueries()
   list(@Query() query: Record<string, string | undefined>) {
     return this.queries.listEvents(query, parseLimit(query.limit));
   }

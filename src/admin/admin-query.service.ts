@@ -4,14 +4,14 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { In, LessThan, Repository, type FindOptionsWhere } from 'typeorm';
 import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
 import { DomainError } from '../errors.js';
-import { EventEntity, type EventStatus } from '../database/event.entity.js';
+import { EventEntity } from '../database/event.entity.js';
 import { ExecutionEntity, type ExecutionStatus } from '../database/execution.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { EventEnvelope } from '../intake/envelope.js';
+import { eventWhere, parseEventFilter } from './event-filter.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';
 import { actionRunView, eventSummary, executionView, parsed } from './views.js';
 
-const EVENT_STATUSES: EventStatus[] = ['received', 'processed', 'ignored', 'failed', 'loop_blocked'];
 const EXECUTION_STATUSES: ExecutionStatus[] = ['running', 'succeeded', 'failed', 'throttled', 'skipped'];
 const RUN_STATUSES: ActionRunStatus[] = ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped'];
 
@@ -38,11 +38,9 @@ export class AdminQueryService {
     private readonly registry: RuleRegistry,
   ) {}
 
-  async listEvents(filter: { type?: string; status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
-    const where: FindOptionsWhere<EventEntity> = {};
-    if (filter.type) where.type = filter.type;
-    const status = checkStatus(filter.status, EVENT_STATUSES);
-    if (status) where.status = status;
+  /** Filters: type, status, resource, rule, since, until (event-filter.ts). */
+  async listEvents(filter: Record<string, string | undefined>, limit: number): Promise<Page<unknown>> {
+    const where = eventWhere(parseEventFilter(filter));
     const after = decodeCursor(filter.cursor, isNumber);
     if (after !== undefined) where.seq = LessThan(after);
     const rows = await this.events.find({ where, order: { seq: 'DESC' }, take: limit + 1 });

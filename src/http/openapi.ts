@@ -7,6 +7,7 @@ import { applyDecorators, type INestApplication } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiBody,
+  ApiCookieAuth,
   ApiOperation,
   ApiQuery,
   ApiResponse,
@@ -15,6 +16,7 @@ import {
   type OpenAPIObject,
 } from '@nestjs/swagger';
 import { ENGINE_VERSION } from '../version.js';
+import { CONSOLE_COOKIE, CONSOLE_SCHEMAS } from './openapi-console.js';
 
 type Schema = Record<string, unknown>;
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
@@ -162,10 +164,14 @@ export function SuccessResponse(status: number, description: string, answer?: st
   return ApiResponse({ status, description, ...(schema ? { schema } : {}) });
 }
 
-/** An admin route: bearer token, 401, and the answer it gives (another success answer: add a SuccessResponse). */
+/**
+ * An admin route: bearer token (or the console's session cookie), 401, and the
+ * answer it gives (another success answer: add a SuccessResponse).
+ */
 export function AdminRoute(summary: string, status: number, answer?: string | Schema, ...errors: Array<[number, string]>) {
   return applyDecorators(
     ApiBearerAuth(),
+    ApiCookieAuth(CONSOLE_COOKIE),
     ApiOperation({ summary }),
     SuccessResponse(status, 'success', answer),
     errorResponse(401, 'missing or wrong admin token'),
@@ -205,9 +211,10 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
     .setDescription('Webhook intake and the admin API of the automation engine. Errors always have the shape {"error":{"code","message","details?"}}.')
     .setVersion(ENGINE_VERSION)
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' })
+    .addCookieAuth(CONSOLE_COOKIE, { type: 'apiKey', in: 'cookie', name: CONSOLE_COOKIE, description: 'a console session (POST /console/session); writes also need the header X-Engine-Console: 1' }, CONSOLE_COOKIE)
     .build();
   const document = SwaggerModule.createDocument(app, config);
-  document.components = { ...document.components, schemas: { ...(document.components?.schemas ?? {}), ...(SCHEMAS as Record<string, object>) } };
+  document.components = { ...document.components, schemas: { ...(document.components?.schemas ?? {}), ...(SCHEMAS as Record<string, object>), ...(CONSOLE_SCHEMAS as Record<string, object>) } };
   return document;
 }
 
