@@ -14,9 +14,9 @@ import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
-import { ExecutionProgress, loadExecution, saveProvenance, type LoadedExecution } from './execution-progress.js';
+import { ExecutionProgress, loadExecution, saveProvenance } from './execution-progress.js';
 import { RunRequests } from './run-request.js';
-import type { ClaimedActionRun } from './work-queue.js';
+import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 @Injectable()
 export class ActionRunner {

@@ -21,27 +21,11 @@ import { touchedResource } from '../actions/action-types.js';
 import { renderActionRequest } from '../actions/request-renderer.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { templateContext } from '../rules/template-context.js';
-import type { PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './event-processor.js';
-import { saveProvenance, type LoadedExecution } from './execution-progress.js';
+import { saveProvenance } from './execution-progress.js';
 import { BatchedStatements, unnestOf, type Batched } from './batched-statements.js';
 import { actionRunId } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
-import type { ClaimedActionRun, ClaimedEvent } from './work-queue.js';
-
-/** Who takes new action runs at once: this process, under a lease until `until`, as many as it has room for. */
-export interface HandOff {
-  owner: string;
-  until: string;
-  /** How many more runs may be leased; counts down as they are. */
-  room: number;
-}
-
-/** An action run a commit created; `leased` when it was handed to this process, which may perform it at once. */
-export interface CreatedRun {
-  run: ClaimedActionRun;
-  execution: LoadedExecution;
-  leased: boolean;
-}
+import type { ClaimedActionRun, ClaimedEvent, CreatedRun, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 const FINISH_EVENT = `
   UPDATE events SET status = ?, depth = ?, self_caused = ?, error = ?, processed_at = ?, attempts = ?,

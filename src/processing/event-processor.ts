@@ -11,32 +11,18 @@ import { ServiceLookups } from '../actions/service-lookups.js';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
-import type { EventStatus } from '../database/event.entity.js';
 import { statementsOf } from '../database/statements.js';
 import { type EventEnvelope } from '../intake/envelope.js';
 import { safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
-import { evaluateEvent, type RuleEvaluation } from '../rules/rule-evaluator.js';
+import { evaluateEvent } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { EventCommit, type CreatedRun, type HandOff } from './event-commit.js';
+import { EventCommit } from './event-commit.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { throttleKey } from './throttle.js';
-import type { ClaimedEvent } from './work-queue.js';
-
-/** One listening rule's outcome for an event, as `GET /admin/events/:id` shows it. */
-export interface RuleExplanation extends Partial<RuleEvaluation> {
-  rule: string;
-  outcome: 'matched' | 'not_matched' | 'error' | 'ignored_self_caused' | 'throttled';
-  execution?: string;
-}
-
-export interface VerdictMatch {
-  rule: LoadedRule;
-  evaluation: RuleEvaluation;
-  throttleKey: string | null;
-}
+import type { ClaimedEvent, CreatedRun, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 /** What the engine knows of the resources a batch is about: their last version, and which engine action touched them. */
 export interface KnownResources {
@@ -47,23 +33,6 @@ export interface KnownResources {
 const SNAPSHOTS = (n: number) => `SELECT resource_key, payload FROM resource_snapshots WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
 const PROVENANCE = (n: number) =>
   `SELECT resource_key, depth, changed_at, rule_id FROM resource_provenance WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
-
-export interface PreparedEvent {
-  claim: ClaimedEvent;
-  verdict: Verdict;
-  resource: Record<string, unknown> | undefined;
-  /** The parsed event; absent for a crash record. */
-  envelope?: EventEnvelope;
-}
-
-export interface Verdict {
-  status: EventStatus;
-  position: ChainPosition;
-  explanation: RuleExplanation[];
-  matched: VerdictMatch[];
-  error?: string;
-  retryAt?: string;
-}
 
 @Injectable()
 export class EventProcessor {

@@ -15,16 +15,7 @@ import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { newActionRun } from './new-action-run.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
-import type { ClaimedActionRun } from './work-queue.js';
-
-/** A run's execution and the rule as it was when it matched (it never changes afterwards). */
-export interface LoadedExecution {
-  id: string;
-  eventSeq: number;
-  eventId: string;
-  ruleId: string;
-  rule: RuleSnapshot;
-}
+import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 interface Outcome {
   claim: ClaimedActionRun;

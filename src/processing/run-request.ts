@@ -14,7 +14,7 @@ import { statementsOf } from '../database/statements.js';
 import { parseStoredJson, safeJsonParse } from '../json.js';
 import { templateContext, type EarlierActions } from '../rules/template-context.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
-import type { ClaimedActionRun } from './work-queue.js';
+import type { ClaimedActionRun } from './work.js';
 
 const STORED_REQUEST = 'SELECT request FROM action_runs WHERE id = ?';
 const EVENT_PAYLOAD = 'SELECT payload FROM events WHERE seq = ?';

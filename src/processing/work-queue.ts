@@ -33,31 +33,7 @@ import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { CREATING_ACTIONS } from '../actions/action-types.js';
-import type { HandOff } from './event-commit.js';
-
-export interface ClaimedEvent {
-  seq: number;
-  event_id: string;
-  type: string;
-  resource_key: string | null;
-  payload: string;
-  depth: number;
-  attempts: number;
-}
-
-export interface ClaimedActionRun {
-  id: string;
-  execution_id: string;
-  event_seq: number;
-  resource_key: string | null;
-  rule_id: string;
-  position: number;
-  action_id: string | null;
-  type: string;
-  attempts: number;
-  /** The request as rendered when the run was created or first attempted; null until then. */
-  request?: string | null;
-}
+import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
 export const EVENT_LEASE_MS = 15_000;

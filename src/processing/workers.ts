@@ -26,9 +26,9 @@ import { Database } from '../database/database.service.js';
 import { storageFaultOf } from '../database/storage-faults.js';
 import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
-import { EventProcessor, type PreparedEvent } from './event-processor.js';
-import type { LoadedExecution } from './execution-progress.js';
-import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from './work-queue.js';
+import { EventProcessor } from './event-processor.js';
+import { WorkQueue } from './work-queue.js';
+import type { ClaimedActionRun, ClaimedEvent, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
 const EVENT_BATCH = 32;

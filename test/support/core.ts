@@ -23,10 +23,10 @@ import { EventWriter } from '../../src/intake/event-writer.js';
 import { IntakeService } from '../../src/intake/intake.service.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ActionRunner } from '../../src/processing/action-runner.js';
-import { EventProcessor, type RuleExplanation } from '../../src/processing/event-processor.js';
+import { EventProcessor } from '../../src/processing/event-processor.js';
 import { ExecutionProgress } from '../../src/processing/execution-progress.js';
 import { RunRequests } from '../../src/processing/run-request.js';
-import { WorkQueue, type ClaimedActionRun, type ClaimedEvent } from '../../src/processing/work-queue.js';
+import { WorkQueue } from '../../src/processing/work-queue.js';
 import { ApiRulesService } from '../../src/rules/api-rules.service.js';
 import { RuleRegistry } from '../../src/rules/rule-registry.service.js';
 import type { LoadedRule } from '../../src/rules/rule.types.js';
@@ -34,6 +34,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/simulator.js
 import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
 import { TEST_ADMIN_TOKEN, TEST_API_KEY, TEST_SECRET } from './secrets.js';
 import { ManualClock, openDatabase } from './storage.js';
+import type { ClaimedActionRun, ClaimedEvent, RuleExplanation } from '../../src/processing/work.js';
 
 /** The core services run with the same secrets as the end-to-end engines. */
 export const CORE_SECRET = TEST_SECRET;

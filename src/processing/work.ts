@@ -1,0 +1,90 @@
+/**
+ * The shapes work takes as it moves through processing: claimed events and
+ * action runs, an evaluated event on its way to its commit, and the runs a
+ * commit hands to this process. Types only, so the files that pass them to one
+ * another need not import each other.
+ */
+import type { EventStatus } from '../database/event.entity.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import type { RuleEvaluation } from '../rules/rule-evaluator.js';
+import type { LoadedRule } from '../rules/rule.types.js';
+import type { ChainPosition } from './loop-guard.js';
+import type { RuleSnapshot } from './rule-snapshot.js';
+
+export interface ClaimedEvent {
+  seq: number;
+  event_id: string;
+  type: string;
+  resource_key: string | null;
+  payload: string;
+  depth: number;
+  attempts: number;
+}
+
+export interface ClaimedActionRun {
+  id: string;
+  execution_id: string;
+  event_seq: number;
+  resource_key: string | null;
+  rule_id: string;
+  position: number;
+  action_id: string | null;
+  type: string;
+  attempts: number;
+  /** The request as rendered when the run was created or first attempted; null until then. */
+  request?: string | null;
+}
+
+/** One listening rule's outcome for an event, as `GET /admin/events/:id` shows it. */
+export interface RuleExplanation extends Partial<RuleEvaluation> {
+  rule: string;
+  outcome: 'matched' | 'not_matched' | 'error' | 'ignored_self_caused' | 'throttled';
+  execution?: string;
+}
+
+export interface VerdictMatch {
+  rule: LoadedRule;
+  evaluation: RuleEvaluation;
+  throttleKey: string | null;
+}
+
+export interface PreparedEvent {
+  claim: ClaimedEvent;
+  verdict: Verdict;
+  resource: Record<string, unknown> | undefined;
+  /** The parsed event; absent for a crash record. */
+  envelope?: EventEnvelope;
+}
+
+export interface Verdict {
+  status: EventStatus;
+  position: ChainPosition;
+  explanation: RuleExplanation[];
+  matched: VerdictMatch[];
+  error?: string;
+  retryAt?: string;
+}
+
+/** A run's execution and the rule as it was when it matched (it never changes afterwards). */
+export interface LoadedExecution {
+  id: string;
+  eventSeq: number;
+  eventId: string;
+  ruleId: string;
+  rule: RuleSnapshot;
+}
+
+/** Who takes new action runs at once: this process, under a lease until `until`, as many as it has room for. */
+export interface HandOff {
+  owner: string;
+  until: string;
+  /** How many more runs may be leased; counts down as they are. */
+  room: number;
+}
+
+/** An action run a commit created; `leased` when it was handed to this process, which may perform it at once. */
+export interface CreatedRun {
+  run: ClaimedActionRun;
+  execution: LoadedExecution;
+  leased: boolean;
+}
