@@ -149,10 +149,10 @@ export class WorkQueue {
   async releaseStaleLeases(): Promise<void> {
     if (this.db.kind !== 'sqlite') return;
     await this.db.write(async (manager) => {
-      await queryRows(manager, `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE status = 'received'`);
+      await queryRows(manager, `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE status = 'received' AND lease_owner IS NOT NULL`);
       await queryRows(
         manager,
-        `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL WHERE status IN ('pending', 'retrying', 'running')`,
+        `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL WHERE status IN ('pending', 'retrying', 'running') AND lease_owner IS NOT NULL`,
       );
     });
   }
