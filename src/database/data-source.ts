@@ -19,6 +19,7 @@ import { ResourceProvenanceEntity } from './resource-provenance.entity.js';
 import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-indexes.js';
 import { StorageProbe1764400000000 } from './migrations/1764400000000-storage-probe.js';
 import { SeenResource1764500000000 } from './migrations/1764500000000-seen-resource.js';
+import { LeaseIndexes1764600000000 } from './migrations/1764600000000-lease-indexes.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -29,6 +30,7 @@ export const MIGRATIONS = [
   ClaimIndexes1764300000000,
   StorageProbe1764400000000,
   SeenResource1764500000000,
+  LeaseIndexes1764600000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

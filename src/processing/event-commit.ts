@@ -44,6 +44,9 @@ const SAVE_SNAPSHOT = `
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
 /** The resource is seen now: events waiting about it no longer wait behind the causal barrier. */
 const MARK_SEEN = `UPDATE events SET seen_resource = ? WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
+// SQLite (no statistics) would walk the status index through every waiting event: name the resource's index.
+const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = ?
+  WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_resource_seq WHERE resource_key = ? AND status = 'received' AND NOT seen_resource)`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
 const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions
@@ -155,7 +158,7 @@ export class EventCommit {
     }
     if (claim.resource_key && resource) {
       await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
-      await sql.run(MARK_SEEN, [true, claim.resource_key]);
+      await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [true, claim.resource_key]);
     }
     this.metrics.eventProcessed(claim.type, verdict.status);
     return runs;

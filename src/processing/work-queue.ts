@@ -75,7 +75,7 @@ export class WorkQueue {
     const params = [...lease, now, now, limit, now, now, limit, now, limit];
     const started = performance.now();
     const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql, params));
-    this.refreshStatisticsIfSlow(performance.now() - started);
+    this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }
 
@@ -115,14 +115,16 @@ export class WorkQueue {
   /**
    * PostgreSQL plans the claim from table statistics; when a backlog builds up
    * faster than autovacuum refreshes them (a burst, a new database), the plan
-   * turns quadratic. A slow claim asks for fresh statistics, at most every few seconds.
+   * turns quadratic, and intake's check for a seen resource scans every
+   * snapshot. A slow claim, or a busy queue (a full batch: the tables are
+   * growing), asks for fresh statistics, at most every few seconds.
    */
-  private refreshStatisticsIfSlow(ms: number): void {
-    if (this.db.kind !== 'postgres' || ms < SLOW_CLAIM_MS) return;
+  private refreshStatistics(wanted: boolean): void {
+    if (this.db.kind !== 'postgres' || !wanted) return;
     const now = Date.now();
     if (now - this.analyzedAt < ANALYZE_EVERY_MS) return;
     this.analyzedAt = now;
-    this.db.dataSource.query('ANALYZE events, action_runs, resource_snapshots').catch(() => undefined);
+    this.db.dataSource.query('ANALYZE events, action_runs, resource_snapshots, resource_provenance, executions').catch(() => undefined);
   }
 
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
@@ -149,10 +151,12 @@ export class WorkQueue {
   async releaseStaleLeases(): Promise<void> {
     if (this.db.kind !== 'sqlite') return;
     await this.db.write(async (manager) => {
-      await queryRows(manager, `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE status = 'received' AND lease_owner IS NOT NULL`);
+      await queryRows(manager, `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_leased WHERE lease_owner IS NOT NULL AND status = 'received')`);
       await queryRows(
         manager,
-        `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL WHERE status IN ('pending', 'retrying', 'running') AND lease_owner IS NOT NULL`,
+        `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL
+         WHERE id IN (SELECT id FROM action_runs INDEXED BY idx_action_runs_leased
+                      WHERE lease_owner IS NOT NULL AND status IN ('pending', 'retrying', 'running'))`,
       );
     });
   }

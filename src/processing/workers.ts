@@ -144,6 +144,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       else {
         pause.reset();
         if (!claims || claims.length === 0) await this.events.sleep(POLL_MS);
+        else await yieldToIo();
       }
     }
   }
@@ -206,6 +207,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       else {
         pause.reset();
         if (!claims || claims.length === 0) await this.actions.sleep(POLL_MS);
+        else await yieldToIo();
       }
     }
     await Promise.allSettled([...this.slots]);
@@ -248,6 +250,16 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       return undefined;
     }
   }
+}
+
+/**
+ * Lets requests in between batches. On SQLite every statement completes at
+ * once, so a loop with work waiting would otherwise run from one resolved
+ * promise to the next and never give intake, /health or the admin API a turn
+ * (a backlog of 200,000 events kept /health/ready unanswered for half a minute).
+ */
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 async function mapLimit<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
