@@ -87,7 +87,7 @@ const boundariesConfig = {
     ],
     'boundaries/files': [
       { category: 'entry', pattern: 'src/{main,app,app.module}.ts' },
-      { category: 'shared', pattern: 'src/{json,clock,errors,version,wait}.ts' },
+      { category: 'shared', pattern: 'src/{json,clock,errors,version,wait,causal-scope}.ts' },
       { category: 'spec', pattern: 'src/**/*.spec.ts' },
       { category: 'test-support', pattern: 'test/support/**' },
     ],

@@ -3,6 +3,7 @@
  * interface: adding an action type is one entry in ACTION_HANDLERS (and its
  * name in the rule schema's enum, which a test holds against this registry).
  */
+import { scopeOf } from '../causal-scope.js';
 import { buildRequest, type OperationName, type ServiceRequest } from './service-operations.js';
 
 export class ActionParamsError extends Error {
@@ -54,7 +55,7 @@ const create = (operation: OperationName, type: string, kind: ResourceKind, requ
         throw new ActionParamsError(`${type} needs params.${name}`);
       }
     }
-    return buildRequest(operation, {}, params);
+    return { ...buildRequest(operation, {}, params), createsIn: scopeOf(kind, params) };
   },
 });
 /** PATCH the resource named by params.id with the other params. */
@@ -90,8 +91,10 @@ export const ACTION_HANDLERS = {
     // A workflow run is new with every trigger, and its id comes only with the answer.
     creates: true,
     required: ['id'],
-    toRequest: (params) =>
-      buildRequest('workflows.trigger', { id: requireId(params, 'workflow.trigger') }, params.input ?? {}),
+    toRequest: (params) => {
+      const id = requireId(params, 'workflow.trigger');
+      return { ...buildRequest('workflows.trigger', { id }, params.input ?? {}), createsIn: scopeOf('workflow_run', { workflow_id: id }) };
+    },
   },
 } as const satisfies Record<string, ActionHandler>;
 

@@ -4,6 +4,8 @@
  * place the engine's assumptions about methods live, so correcting one line
  * corrects the engine.
  */
+import type { CausalScope } from '../causal-scope.js';
+
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 export const OPERATIONS = {
@@ -34,6 +36,8 @@ export interface ServiceRequest {
   body?: unknown;
   /** The id of the existing resource the request changes, when it names one. */
   targetId?: string;
+  /** For a request that creates a resource: what it could create (the causal barrier's scope, causal-scope.ts). */
+  createsIn?: CausalScope;
 }
 
 export function buildRequest(

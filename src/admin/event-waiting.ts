@@ -4,11 +4,11 @@
  * postponed (a lookup failed) until a time; an earlier event about the same
  * resource waits before it; action runs of an earlier event on that resource
  * have not finished; an action that creates resources is in flight and the
- * event's resource is new to the engine (the causal barrier); or none of these,
+ * event's resource is new to the engine and could have been created by one of
+ * them (the causal barrier, scoped: causal-scope.ts); or none of these,
  * and the workers have simply not taken it yet.
  */
 import type { EntityManager } from 'typeorm';
-import { CREATING_ACTIONS } from '../actions/action-types.js';
 import type { EventEntity } from '../database/event.entity.js';
 import { queryRows } from '../database/sql.js';
 
@@ -17,7 +17,13 @@ export type WaitingReason =
   | { kind: 'postponed'; until: string; attempts: number; error: string | null }
   | { kind: 'behind_event'; event_id: string; resource: string }
   | { kind: 'behind_action_runs'; resource: string; runs: Array<{ id: string; type: string; status: string; rule: string; event_id: string; next_attempt_at: string }> }
-  | { kind: 'causal_barrier'; runs: Array<{ id: string; type: string; rule: string; created_at: string }> }
+  | {
+      kind: 'causal_barrier';
+      /** What could have caused the event (causal-scope.ts). */
+      scope: { kind: string; parent: string | null };
+      why: string;
+      runs: Array<{ id: string; type: string; rule: string; created_at: string; lease_until: string; event_id: string | null; creates_in: { kind: string; parent: string | null } }>;
+    }
   | { kind: 'queued' };
 
 const UNFINISHED = `('pending', 'running', 'retrying')`;
@@ -29,7 +35,7 @@ export async function whyWaiting(manager: EntityManager, event: EventEntity, now
   if (event.leaseUntil !== null && event.leaseUntil > at) reasons.push({ kind: 'evaluating', lease_until: event.leaseUntil });
   if (event.nextAttemptAt > at) reasons.push({ kind: 'postponed', until: event.nextAttemptAt, attempts: event.attempts, error: event.error });
   if (event.resourceKey !== null) reasons.push(...(await behindResource(manager, event)));
-  const barrier = await causalBarrier(manager, event);
+  const barrier = await causalBarrier(manager, event, at);
   if (barrier) reasons.push(barrier);
   return reasons.length > 0 ? reasons : [{ kind: 'queued' }];
 }
@@ -59,17 +65,30 @@ async function behindResource(manager: EntityManager, event: EventEntity): Promi
   return reasons;
 }
 
-async function causalBarrier(manager: EntityManager, event: EventEntity): Promise<WaitingReason | undefined> {
-  if (event.resourceKey === null) return undefined;
-  const [known] = await queryRows(manager, 'SELECT 1 AS known FROM resource_snapshots WHERE resource_key = ?', [event.resourceKey]);
-  if (known) return undefined;
-  const runs = await queryRows<{ id: string; type: string; rule_id: string; created_at: string }>(
+/**
+ * The creating runs in flight, in the event's scope (causal-scope.ts), that
+ * the claim waits for: the same condition as work-queue.ts's OUTSIDE_EVERY_SCOPE.
+ */
+async function causalBarrier(manager: EntityManager, event: EventEntity, at: string): Promise<WaitingReason | undefined> {
+  if (event.resourceKey === null || event.seenResource || event.scopeKind === null) return undefined;
+  const runs = await queryRows<{ id: string; type: string; rule_id: string; created_at: string; lease_until: string; scope_kind: string; scope_parent: string | null; event_id: string | null }>(
     manager,
-    `SELECT id, type, rule_id, created_at FROM action_runs
-     WHERE status = 'running' AND type IN (${CREATING_ACTIONS.map(() => '?').join(', ')}) AND created_at <= ?
-     ORDER BY created_at LIMIT 5`,
-    [...CREATING_ACTIONS, event.receivedAt],
+    `SELECT a.id, a.type, a.rule_id, a.created_at, a.lease_until, a.scope_kind, a.scope_parent, e.event_id
+     FROM action_runs a LEFT JOIN events e ON e.seq = a.event_seq
+     WHERE a.status = 'running' AND a.scope_kind = ? AND ${event.scopeParent === null ? '' : '(a.scope_parent IS NULL OR a.scope_parent = ?) AND'}
+       a.lease_until > ? AND a.created_at <= ?
+     ORDER BY a.created_at LIMIT 5`,
+    [event.scopeKind, ...(event.scopeParent === null ? [] : [event.scopeParent]), at, event.receivedAt],
   );
   if (runs.length === 0) return undefined;
-  return { kind: 'causal_barrier', runs: runs.map((r) => ({ id: r.id, type: r.type, rule: r.rule_id, created_at: r.created_at })) };
+  const scope = { kind: event.scopeKind, parent: event.scopeParent };
+  return {
+    kind: 'causal_barrier',
+    scope,
+    why: `the engine has not seen ${event.resourceKey}, and these runs, in flight, may have created it: the service can send its webhook before its answer, which loop protection needs; the event waits for their answers (at most until their lease ends)`,
+    runs: runs.map((r) => ({
+      id: r.id, type: r.type, rule: r.rule_id, created_at: r.created_at, lease_until: r.lease_until, event_id: r.event_id,
+      creates_in: { kind: r.scope_kind, parent: r.scope_parent },
+    })),
+  };
 }

@@ -23,6 +23,13 @@ export class ActionRunEntity {
   @Column({ name: 'resource_key', type: 'varchar', length: 300, nullable: true })
   resourceKey!: string | null;
 
+  /** For a creating request, what it could create (causal-scope.ts), recorded before it is sent. */
+  @Column({ name: 'scope_kind', type: 'varchar', length: 40, nullable: true })
+  scopeKind!: string | null;
+
+  @Column({ name: 'scope_parent', type: 'varchar', length: 300, nullable: true })
+  scopeParent!: string | null;
+
   @Column({ name: 'rule_id', type: 'varchar', length: 100 })
   ruleId!: string;
 

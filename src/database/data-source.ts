@@ -20,6 +20,7 @@ import { ClaimIndexes1764300000000 } from './migrations/1764300000000-claim-inde
 import { StorageProbe1764400000000 } from './migrations/1764400000000-storage-probe.js';
 import { SeenResource1764500000000 } from './migrations/1764500000000-seen-resource.js';
 import { LeaseIndexes1764600000000 } from './migrations/1764600000000-lease-indexes.js';
+import { CausalScopes1764700000000 } from './migrations/1764700000000-causal-scopes.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -31,6 +32,7 @@ export const MIGRATIONS = [
   StorageProbe1764400000000,
   SeenResource1764500000000,
   LeaseIndexes1764600000000,
+  CausalScopes1764700000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

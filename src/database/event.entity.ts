@@ -48,6 +48,13 @@ export class EventEntity {
   @Column({ name: 'seen_resource', type: 'boolean', default: false })
   seenResource!: boolean;
 
+  /** What could have caused it (causal-scope.ts): an unseen resource waits only for creating actions in this scope. */
+  @Column({ name: 'scope_kind', type: 'varchar', length: 40, nullable: true })
+  scopeKind!: string | null;
+
+  @Column({ name: 'scope_parent', type: 'varchar', length: 300, nullable: true })
+  scopeParent!: string | null;
+
   @Column({ name: 'replay_of', type: 'varchar', length: 255, nullable: true })
   replayOf!: string | null;
 

@@ -29,9 +29,9 @@ function envelopeOf(body: Buffer) {
 
 describe(parseEnvelope.name, () => {
   describe('a valid event', () => {
-    it('keeps every field of the envelope, and finds the resource it is about', () => {
+    it('keeps every field of the envelope, and finds the resource it is about and what could have caused it', () => {
       const event = anEvent({ extra: { kept: true } });
-      expect(parseEnvelope(raw(event))).toEqual({ ok: true, envelope: event, resourceKey: 'task:tsk_1' });
+      expect(parseEnvelope(raw(event))).toEqual({ ok: true, envelope: event, resourceKey: 'task:tsk_1', scope: { kind: 'task', parent: 'project:prj_1' } });
     });
 
     it('accepts a type no rule knows about', () => {

@@ -2,6 +2,7 @@
  * The event envelope (SPEC section 4), parsed from the raw body without letting
  * `__proto__` or `constructor.prototype` keys reach any object's prototype.
  */
+import { scopeOfEvent, type CausalScope } from '../causal-scope.js';
 import { createHash } from 'node:crypto';
 import { isObject, safeJsonParse } from '../json.js';
 
@@ -14,7 +15,7 @@ export interface EventEnvelope {
 }
 
 export type EnvelopeResult =
-  | { ok: true; envelope: EventEnvelope; resourceKey: string | null }
+  | { ok: true; envelope: EventEnvelope; resourceKey: string | null; scope: CausalScope | null }
   | { ok: false; code: 'invalid_json' | 'invalid_event'; message: string };
 
 const MAX_ID = 255;
@@ -80,5 +81,6 @@ export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
     type,
     data: (data as Record<string, unknown> | undefined) ?? {},
   };
-  return { ok: true, envelope, resourceKey: resourceKeyOf(envelope.data) };
+  const resourceKey = resourceKeyOf(envelope.data);
+  return { ok: true, envelope, resourceKey, scope: scopeOfEvent(resourceKey, envelope.data) };
 }

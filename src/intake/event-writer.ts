@@ -9,6 +9,7 @@
  * same refusal, 503 storage_unavailable: none of them was stored.
  */
 import { Inject, Injectable } from '@nestjs/common';
+import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, type Clock } from '../clock.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
@@ -20,6 +21,8 @@ export interface NewEvent {
   eventId: string;
   type: string;
   resourceKey: string | null;
+  /** What could have caused it (causal-scope.ts); absent for events about no resource. */
+  scope?: CausalScope | null;
   source: EventSource;
   payload: string;
   depth?: number;
@@ -28,18 +31,18 @@ export interface NewEvent {
 
 export type WriteOutcome = 'accepted' | 'duplicate';
 
-const COLUMNS = 'event_id, type, resource_key, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
+const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
 /** SQLite: one prepared statement, run once per event of the batch (in process, no round trips). */
-const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?,
+const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?,
     ? IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ?))
   ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
 /** PostgreSQL: the whole batch in one statement, whatever its size (columns as arrays). */
 const INSERT_MANY = `INSERT INTO events (${COLUMNS})
-  SELECT id, type, resource_key, 'received', source, payload, depth, replay_of, ?, 0, ?,
+  SELECT id, type, resource_key, scope_kind, scope_parent, 'received', source, payload, depth, replay_of, ?, 0, ?,
          resource_key IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = t.resource_key)
-  FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
-       AS t(id, type, resource_key, source, payload, depth, replay_of)
+  FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
+       AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of)
   ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
@@ -84,14 +87,15 @@ async function insertedIds(sql: Statements, kind: DatabaseKind, events: NewEvent
   if (kind === 'postgres') {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
     const rows = await sql.rows<{ event_id: string }>(INSERT_MANY, [
-      now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey), column((e) => e.source),
+      now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
+      column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ]);
     return rows.map((r) => r.event_id);
   }
   const ids: string[] = [];
   for (const e of events) {
-    const rows = await sql.rows<{ event_id: string }>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey]);
+    const rows = await sql.rows<{ event_id: string }>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey]);
     ids.push(...rows.map((r) => r.event_id));
   }
   return ids;

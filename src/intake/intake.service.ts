@@ -1,3 +1,4 @@
+import { scopeOfEvent } from '../causal-scope.js';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
@@ -78,6 +79,7 @@ export class IntakeService {
       eventId: id,
       type: original.type,
       resourceKey: original.resourceKey,
+      scope: scopeOfEvent(original.resourceKey, envelope.data),
       source: 'replay',
       payload,
       replayOf: eventId,
@@ -89,11 +91,12 @@ export class IntakeService {
   async accept(rawBody: Buffer, source: 'webhook' | 'admin'): Promise<IntakeResult> {
     const parsed = parseEnvelope(rawBody);
     if (!parsed.ok) throw new DomainError(parsed.code, parsed.message);
-    const { envelope, resourceKey } = parsed;
+    const { envelope, resourceKey, scope } = parsed;
     const status = await this.writer.write({
       eventId: envelope.id,
       type: envelope.type,
       resourceKey,
+      scope,
       source,
       payload: rawBody.toString('utf8'),
     });

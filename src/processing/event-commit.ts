@@ -37,8 +37,8 @@ const INSERT_EXECUTION = `
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`;
 const INSERT_RUN = `
   INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
-                           attempts, next_attempt_at, lease_owner, lease_until, request, created_at, updated_at)
-  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+                           attempts, next_attempt_at, lease_owner, lease_until, request, created_at, updated_at, scope_kind, scope_parent)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
@@ -62,7 +62,7 @@ const FINISH_MANY = `
   RETURNING e.seq`;
 
 const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at'];
-const RUN_COLUMNS = ['id', 'execution_id', 'event_seq', 'resource_key', 'rule_id', 'action_id', 'type', 'status', 'attempts', 'next_attempt_at', 'lease_owner', 'lease_until', 'request', 'created_at', 'updated_at'];
+const RUN_COLUMNS = ['id', 'execution_id', 'event_seq', 'resource_key', 'rule_id', 'action_id', 'type', 'status', 'attempts', 'next_attempt_at', 'lease_owner', 'lease_until', 'request', 'created_at', 'updated_at', 'scope_kind', 'scope_parent'];
 const text = (n: number) => Array<string>(n).fill('text');
 const BATCHED = new Map<string, Batched>([
   [INSERT_EXECUTION, {
@@ -70,9 +70,9 @@ const BATCHED = new Map<string, Batched>([
     text: `INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')}) SELECT * FROM ${unnestOf(EXECUTION_COLUMNS, [...text(1), 'int', ...text(9)])}`,
   }],
   [INSERT_RUN, {
-    types: [...text(2), 'int', ...text(5), 'int', ...text(6)],
+    types: [...text(2), 'int', ...text(5), 'int', ...text(8)],
     text: `INSERT INTO action_runs (${RUN_COLUMNS.join(', ')}, position)
-           SELECT *, 0 FROM ${unnestOf(RUN_COLUMNS, [...text(2), 'int', ...text(5), 'int', ...text(6)])}`,
+           SELECT *, 0 FROM ${unnestOf(RUN_COLUMNS, [...text(2), 'int', ...text(5), 'int', ...text(8)])}`,
   }],
   [SAVE_SNAPSHOT, {
     types: ['text', 'text', 'int', 'text'],
@@ -205,9 +205,11 @@ export class EventCommit {
     const rendered = envelope && renderActionRequest(action, templateContext(snapshot, envelope, new Date(now)), `${snapshot.id}@${snapshot.version}#0`);
     // A request that cannot be rendered is left to the runner, which records why it failed.
     if (rendered && rendered.ok) run.request = JSON.stringify(rendered.request);
+    // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
+    const scope = rendered && rendered.ok && !this.dryRun ? rendered.request.createsIn : undefined;
     await sql.run(INSERT_RUN, [
       run.id, id, claim.seq, claim.resource_key, match.rule.id, run.action_id, run.type, handOff ? 'running' : 'pending',
-      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,
+      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now, scope?.kind ?? null, scope?.parent ?? null,
     ]);
     if (rendered && rendered.ok && rendered.request.targetId !== undefined && !this.dryRun) {
       await saveProvenance(sql, run, touchedResource(run.type, rendered.request, null), now);

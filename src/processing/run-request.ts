@@ -8,6 +8,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { renderActionRequest, type RenderedRequest } from '../actions/request-renderer.js';
 import type { ServiceRequest } from '../actions/service-operations.js';
+import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
@@ -18,6 +19,7 @@ import type { ClaimedActionRun } from './work.js';
 
 const STORED_REQUEST = 'SELECT request FROM action_runs WHERE id = ?';
 const EVENT_PAYLOAD = 'SELECT payload FROM events WHERE seq = ?';
+const RECORD_SCOPE = `UPDATE action_runs SET scope_kind = ?, scope_parent = ? WHERE id = ? AND status = 'running'`;
 const EARLIER_ACTIONS = `
   SELECT action_id, response FROM action_runs
   WHERE execution_id = ? AND position < ? AND status IN ('succeeded', 'skipped') ORDER BY position`;
@@ -36,7 +38,19 @@ export class RunRequests {
     const [event] = await sql.rows<{ payload: string }>(EVENT_PAYLOAD, [claim.event_seq]);
     if (!event) throw new Error(`event ${claim.event_seq} of action run ${claim.id} is missing`);
     const context = templateContext(rule, safeJsonParse(event.payload), this.clock.now(), await this.earlierActions(claim));
-    return renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
+    const rendered = renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
+    if (rendered.ok && rendered.request.createsIn) await this.recordScope(claim, rendered.request.createsIn);
+    return rendered;
+  }
+
+  /**
+   * A creating request rendered at its first attempt: its scope goes on the
+   * run before the request is sent, so events it may cause wait for its answer
+   * (work-queue.ts, the causal barrier). The first action's is written with
+   * the run (event-commit.ts).
+   */
+  private async recordScope(claim: ClaimedActionRun, scope: CausalScope): Promise<void> {
+    await this.db.write((manager) => statementsOf(manager).run(RECORD_SCOPE, [scope.kind, scope.parent, claim.id]));
   }
 
   /** `actions.<id>.response` of the execution's earlier actions that succeeded (or were skipped in dry-run). */

@@ -17,14 +17,20 @@
  *
  * Causal barrier: an event about a resource the engine has not seen before
  * (`seen_resource` false: no snapshot of it) is not claimed while an action
- * that creates resources, started before the event arrived, is still in flight. The service can send the webhook about a resource
- * an action created before the engine has recorded the action's answer, and so
- * the resource's provenance; waiting for those runs (at most SERVICE_TIMEOUT_MS)
- * lets loop protection see the resources the engine made. (Actions that change
- * an existing resource record it before they send, so they need no barrier.) A run whose attempt timed out is not waited for: the service may
- * have acted, but a run can retry for minutes and nothing else would move
- * meanwhile. Its resource is then seen as an outside one, which costs at most one
- * extra link per timed-out attempt (README, Guarantees).
+ * that could have created that resource, started before the event arrived, is
+ * still in flight. The service can send the webhook about a resource an action
+ * created before the engine has recorded the action's answer, and so the
+ * resource's provenance; waiting for those runs (at most SERVICE_TIMEOUT_MS)
+ * lets loop protection see the resources the engine made. The wait is scoped
+ * (causal-scope.ts): a run records what its creating request could create
+ * (kind and parent: a task in project A) before it is sent, and an event waits
+ * only for runs in its own scope, so a slow create in project A holds back no
+ * event about project B. (Actions that change an existing resource record it
+ * before they send, so they need no barrier.) A run is in flight while it is
+ * `running` under a live lease: a run whose attempt timed out (it may retry for
+ * minutes) or whose holder is gone is not waited for. Its resource is then seen
+ * as an outside one, which costs at most one extra link per such attempt
+ * (README, Guarantees).
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
@@ -32,7 +38,6 @@ import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
-import { CREATING_ACTIONS } from '../actions/action-types.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
@@ -41,18 +46,26 @@ const SLOW_CLAIM_MS = 20;
 /** At most this often: a table that grows by thousands of rows a second outgrows its statistics in seconds. */
 const ANALYZE_EVERY_MS = 5_000;
 
+/** Creating runs in flight (the partial index idx_action_runs_creating_in_flight holds just these). */
+const CREATING_IN_FLIGHT = `a.status = 'running' AND a.scope_kind IS NOT NULL`;
+
 /**
- * The first event received after the oldest action run that may have acted
- * unbeknownst to the engine; events from it on wait. Computed once per claim
- * (uncorrelated), and as a seq bound, so the claim's index scan stops there
- * instead of testing every waiting event.
+ * The first event received after the oldest creating run in flight: events
+ * before it cannot have been caused by any of them. Computed once per claim
+ * (uncorrelated), and as a seq bound, so the claim's index scans split there.
  */
 const BARRIER_SEQ = `COALESCE(
   (SELECT x.seq FROM events x
-   WHERE x.received_at >= (SELECT MIN(r.created_at) FROM action_runs r
-                           WHERE r.status = 'running' AND r.type IN (${CREATING_ACTIONS.map((t) => `'${t}'`).join(', ')}))
+   WHERE x.received_at >= (SELECT MIN(a.created_at) FROM action_runs a WHERE ${CREATING_IN_FLIGHT})
    ORDER BY x.received_at, x.seq LIMIT 1),
   2147483647)`;
+
+/** No creating run in flight under a live lease (`?`: now) could have caused event `e` (causal-scope.ts `inScope`). */
+const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
+  SELECT 1 FROM action_runs a
+  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
+    AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent)
+    AND a.lease_until > ? AND a.created_at <= e.received_at)`;
 
 @Injectable()
 export class WorkQueue {
@@ -72,7 +85,7 @@ export class WorkQueue {
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     const now = this.clock.now().toISOString();
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
-    const params = [...lease, now, now, limit, now, now, limit, now, limit];
+    const params = [...lease, now, now, limit, now, now, limit, now, now, now, limit, now, limit];
     const started = performance.now();
     const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql, params));
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
@@ -80,17 +93,18 @@ export class WorkQueue {
   }
 
   /**
-   * The candidates come from two index scans that each stop after `limit`
-   * rows: waiting events before the barrier, and waiting events after it
-   * about seen resources (which never wait for it: a partial index holds just
-   * those). Events that must wait for the barrier are never scanned, however
-   * many there are.
+   * The candidates come from three index scans that each stop after `limit`
+   * rows: waiting events before the barrier; waiting events after it about
+   * seen resources (which never wait for it); and waiting events after it about
+   * unseen resources, each checked against the few creating runs in flight
+   * through their partial index. Only the last walks past events that must
+   * wait, and only those of scopes with a create in flight.
    */
   private get claimEventsSql(): string {
-    // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial index.
-    const seenIndex = this.db.kind === 'sqlite' ? 'INDEXED BY idx_events_waiting_seen' : '';
-    const claimable = (seqBound: string, index = '') => `
-      SELECT e.seq FROM events e ${index}
+    // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
+    const index = (name: string) => (this.db.kind === 'sqlite' ? `INDEXED BY ${name}` : '');
+    const claimable = (seqBound: string, using = '') => `
+      SELECT e.seq FROM events e ${using}
       WHERE e.status = 'received' AND ${seqBound} AND e.next_attempt_at <= ?
         AND (e.lease_until IS NULL OR e.lease_until < ?)
         AND NOT EXISTS (SELECT 1 FROM events p
@@ -105,7 +119,9 @@ export class WorkQueue {
         SELECT c.seq FROM events c
         WHERE c.seq IN (SELECT seq FROM (${claimable(`e.seq < ${BARRIER_SEQ}`)}) before_barrier
                         UNION ALL
-                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`, seenIndex)}) seen)
+                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`, index('idx_events_waiting_seen'))}) seen
+                        UNION ALL
+                        SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq >= ${BARRIER_SEQ} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'))}) unseen)
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
         ORDER BY c.seq LIMIT ? ${this.skipLocked})
