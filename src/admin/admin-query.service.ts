@@ -1,7 +1,8 @@
 /** Read side of the admin API: what happened to events, executions and action runs. */
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { In, LessThan, Repository, type FindOptionsWhere } from 'typeorm';
+import { CLOCK, type Clock } from '../clock.js';
 import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
 import { DomainError } from '../errors.js';
 import { EventEntity } from '../database/event.entity.js';
@@ -9,6 +10,7 @@ import { ExecutionEntity, type ExecutionStatus } from '../database/execution.ent
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { eventWhere, parseEventFilter } from './event-filter.js';
+import { whyWaiting } from './event-waiting.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';
 import { actionRunView, eventSummary, executionView, parsed } from './views.js';
 
@@ -36,6 +38,7 @@ export class AdminQueryService {
     @InjectRepository(ExecutionEntity) private readonly executions: Repository<ExecutionEntity>,
     @InjectRepository(ActionRunEntity) private readonly runs: Repository<ActionRunEntity>,
     private readonly registry: RuleRegistry,
+    @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
   /** Filters: type, status, resource, rule, since, until (event-filter.ts). */
@@ -60,6 +63,8 @@ export class AdminQueryService {
       payload,
       rules: [...((parsed(event.explanation) as Array<{ rule: string }> | null) ?? []), ...this.excludedBefore(event, payload)],
       executions: executions.map((x) => executionView(x, runs)),
+      // While it waits, why (the same reasons as /context): e.g. the creating runs the causal barrier holds it for.
+      waiting: await whyWaiting(this.events.manager, event, this.clock.now()),
     };
   }
 

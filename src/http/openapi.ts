@@ -122,6 +122,11 @@ export const SCHEMAS: Record<string, Schema> = {
         payload: anything,
         rules: { type: 'array', items: { type: 'object', additionalProperties: true }, description: 'every rule that listened, its outcome and each condition' },
         executions: { type: 'array', items: ref('Execution') },
+        waiting: {
+          type: 'array',
+          items: { type: 'object', additionalProperties: true },
+          description: 'while the event is `received`, why it waits: evaluating, postponed, behind an event or action runs on its resource, or the causal barrier (the creating runs in flight in its scope, and why)',
+        },
       }),
     ],
   },
