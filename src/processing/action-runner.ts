@@ -2,21 +2,37 @@
  * Performs one claimed action run: the request (rendered once, see
  * run-request.ts) is sent with the run's id as Idempotency-Key, and what
  * happened is committed with the execution's next step (execution-progress.ts),
- * guarded by the lease.
+ * guarded by the lease. The run takes a slot of the rate budget first, without
+ * waiting: with none free it goes back to the database, due when one frees
+ * (budget-wait.ts).
+ *
+ * On PostgreSQL the service client's budget is the one every replica shares
+ * (shared-rate-budget.ts), set here, where the database and this process's
+ * lease owner are known.
  */
-import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { touchedResource } from '../actions/action-types.js';
 import { afterFailure, sendAttempt, type AttemptOutcome, type AttemptPolicy } from '../actions/attempt-outcome.js';
 import { simulatedResponse } from '../actions/request-renderer.js';
+import type { BudgetRoom } from '../actions/rate-budget.js';
 import { ServiceClient } from '../actions/service-client.js';
+import { SharedRateBudget } from '../actions/shared-rate-budget.js';
 import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
+import { handBackForBudget } from './budget-wait.js';
 import { ExecutionProgress, loadExecution, saveProvenance } from './execution-progress.js';
 import { RunRequests } from './run-request.js';
+import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
+
+/** No slot of the budget was free: nothing was sent; one may be in `waitMs`. */
+interface NoSlot {
+  waitMs: number;
+}
 
 @Injectable()
 export class ActionRunner {
@@ -27,17 +43,36 @@ export class ActionRunner {
     private readonly db: Database,
     private readonly requests: RunRequests,
     private readonly progress: ExecutionProgress,
-  ) {}
+    @Optional() queue?: WorkQueue,
+  ) {
+    if (db.kind === 'postgres') {
+      const budget = { limitPerMinute: config.rateLimitPerMinute, clock: () => clock.now().getTime() };
+      client.useBudget(new SharedRateBudget({ db, replica: queue?.owner ?? randomUUID(), ...budget }));
+    }
+  }
 
   /** The lease a run needs: one request and its answer, with room to record it. */
   get leaseMs(): number {
     return this.config.serviceTimeoutMs + 5_000;
   }
 
-  /** `execution` is known already when the run was handed over by the commit that created it. */
+  /** How many runs the budget could start now, up to `wanted` (all of them in dry-run, which sends nothing): what to claim. */
+  room(wanted: number): BudgetRoom {
+    return this.config.dryRun ? { free: Math.max(0, wanted), waitMs: 0 } : this.client.budget.room(wanted);
+  }
+
+  /**
+   * `execution` is known already when the run was handed over by the commit
+   * that created it. 'pending' (or 'retrying') when it was handed back for want
+   * of a slot of the budget; 'running' when the lease was lost meanwhile.
+   */
   async perform(claim: ClaimedActionRun, leaseOwner: string, execution?: LoadedExecution): Promise<ActionRunStatus> {
     const loaded = execution ?? (await loadExecution(statementsOf(this.db.manager), claim));
     const result = await this.attempt(claim, loaded);
+    if ('waitMs' in result) {
+      const handedBack = await handBackForBudget(this.db, this.clock, claim, leaseOwner, result.waitMs);
+      return !handedBack ? 'running' : claim.attempts > 1 ? 'retrying' : 'pending';
+    }
     const committed = await this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded);
     return committed ? result.status : 'running';
   }
@@ -49,13 +84,16 @@ export class ActionRunner {
     await this.progress.record(claim, leaseOwner, result, this.nowIso());
   }
 
-  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution): Promise<AttemptOutcome> {
+  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution): Promise<AttemptOutcome | NoSlot> {
     const rendered = await this.requests.requestFor(claim, rule);
     if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
     const request = rendered.request;
     if (this.config.dryRun) {
       return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
+    // Before the resource is recorded as changed: a run handed back changes nothing.
+    const waitMs = await this.client.takeSlot();
+    if (waitMs > 0) return { waitMs };
     if (request.targetId !== undefined && !(claim.request && claim.attempts === 1)) {
       // The resource is known before the request goes out: record it first, so the
       // service's webhook about the change finds it however soon it arrives. (A

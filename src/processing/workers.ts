@@ -176,7 +176,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       if (ready) prepared.push(ready);
     });
     // The first action runs go to this process's action loop in the same commit, as far as it has room.
-    const handOff = this.queue.handOff(this.runner.leaseMs, this.maxInFlight - this.slots.size);
+    const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
     const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
     // Committing each event on its own cannot help when the database takes no writes at all.
     if (created === undefined && this.leasesToHandBack) return;
@@ -200,13 +200,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private async actionLoop(): Promise<void> {
     const pause = new Backoff();
     while (this.running) {
-      const free = this.maxInFlight - this.slots.size;
-      const claims = free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(Math.min(free, ACTION_BATCH), this.runner.leaseMs)) : [];
+      // No more than the rate budget can start now: a run it cannot start would only be handed back (budget-wait.ts).
+      const room = this.runner.room(Math.min(this.maxInFlight - this.slots.size, ACTION_BATCH));
+      const claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
       for (const claim of claims ?? []) this.startAction(claim);
       if (this.storageFailing) await this.actions.sleep(pause.next());
       else {
         pause.reset();
-        if (!claims || claims.length === 0) await this.actions.sleep(POLL_MS);
+        if (!claims || claims.length === 0) await this.actions.sleep(Math.max(POLL_MS, room.waitMs));
         else await yieldToIo();
       }
     }
@@ -227,7 +228,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       this.runner.recordCrash(claim, this.queue.owner, error),
     );
     // A run that ended may unblock the next event about the same resource.
-    if (status && status !== 'running' && status !== 'retrying') this.events.nudge();
+    if (status && status !== 'running' && status !== 'retrying' && status !== 'pending') this.events.nudge();
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
