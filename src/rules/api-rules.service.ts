@@ -63,6 +63,7 @@ export class ApiRulesService {
         await manager.delete(ApiRuleEntity, { ruleId: id });
         // A rule created later under the same id starts with no override.
         await manager.delete(RuleStateEntity, { ruleId: id });
+        await this.registry.announceChange(manager);
       });
       this.registry.dropApiRule(id);
     });
@@ -80,6 +81,7 @@ export class ApiRulesService {
     await this.db.write(async (manager) => {
       if (isNew) await manager.insert(ApiRuleEntity, { ruleId: definition.id, definition: JSON.stringify(definition), createdAt: now, updatedAt: now });
       else await manager.update(ApiRuleEntity, { ruleId: definition.id }, { definition: JSON.stringify(definition), updatedAt: now });
+      await this.registry.announceChange(manager);
     });
   }
 }

@@ -4,15 +4,22 @@
  * admin API, with operators' enable/disable overrides applied, indexed by the
  * event types they listen to. Everything here is in memory; the database holds
  * the API rules and the overrides, and `reload()` reads both again.
+ *
+ * Replicas sharing PostgreSQL hear of each other's changes through a
+ * notification sent with each change (database/notifications.ts) and reload at
+ * once; a fingerprint of both tables, polled, catches whatever a lost
+ * notification missed.
  */
+import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { type EntityManager, Repository } from 'typeorm';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Interval } from '@nestjs/schedule';
 import { Mutex } from 'async-mutex';
 import { Database } from '../database/database.service.js';
+import { ChannelListener, notifyRulesChanged, RULES_CHANNEL } from '../database/notifications.js';
 import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../json.js';
 import { ApiRuleEntity } from '../database/api-rule.entity.js';
@@ -35,8 +42,11 @@ function fileOf(rule: LoadedRule): string | undefined {
   return rule.source.kind === 'file' ? rule.source.path : undefined;
 }
 
+/** The name of the polling fallback's interval in Nest's SchedulerRegistry (a test turns it off to see notifications alone at work). */
+export const FOLLOW_REPLICAS_INTERVAL = 'rules: follow other replicas';
+
 @Injectable()
-export class RuleRegistry implements OnModuleInit {
+export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('rules');
   private fileRules = new Map<string, LoadedRule>();
   private apiRules = new Map<string, LoadedRule>();
@@ -47,6 +57,10 @@ export class RuleRegistry implements OnModuleInit {
   private readonly changeListeners: Array<() => void> = [];
   private lastFingerprint: string | undefined;
   private readonly lock = new Mutex();
+  private listener: ChannelListener | undefined;
+  private reloadQueued = false;
+  /** This process's name in the notifications it sends: it has applied its own changes already. */
+  readonly origin = randomUUID();
   /** Problems of the last reload, by file. */
   problems: RuleProblem[] = [];
 
@@ -58,7 +72,47 @@ export class RuleRegistry implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await this.reload();
+    // Listening before the first read: a change committed while it reads is not missed.
+    if (this.db.kind === 'postgres') {
+      this.listener = new ChannelListener(this.config.databaseUrl, RULES_CHANNEL, {
+        notified: (origin) => {
+          if (origin !== this.origin) this.reloadAfterNotice();
+        },
+        resumed: () => this.reloadAfterNotice(),
+      });
+      await this.listener.start();
+    }
+    // A start that fails here never reaches the shutdown hooks: the connection is closed now.
+    await this.reload().catch(async (error: unknown) => {
+      await this.listener?.close();
+      throw error;
+    });
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.listener?.close();
+  }
+
+  /** Inside the transaction of a write that changed API rules or overrides: the other replicas reload when it commits. */
+  announceChange(manager: EntityManager): Promise<void> {
+    return notifyRulesChanged(manager, this.origin);
+  }
+
+  /**
+   * A reload that starts after the notice arrived: one already running may have
+   * read the tables before the change committed, so one more is queued behind
+   * it, and a burst of notices meanwhile shares that one.
+   */
+  private reloadAfterNotice(): void {
+    if (this.reloadQueued) return;
+    this.reloadQueued = true;
+    void (this.reloading ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => {
+        this.reloadQueued = false;
+        return this.reload();
+      })
+      .catch((error: Error) => this.logger.warn(`reloading after another replica's rule change failed: ${error.message}`));
   }
 
   get ready(): boolean {
@@ -79,11 +133,11 @@ export class RuleRegistry implements OnModuleInit {
   }
 
   /**
-   * Replicas sharing PostgreSQL learn of each other's API rules and overrides by
-   * looking at a fingerprint of both tables every two seconds and reloading when
-   * it changes. (With SQLite there is one engine process per database.)
+   * The fallback for lost notifications: replicas sharing PostgreSQL look at a
+   * fingerprint of both tables every two seconds and reload when it changes.
+   * (With SQLite there is one engine process per database.)
    */
-  @Interval(2_000)
+  @Interval(FOLLOW_REPLICAS_INTERVAL, 2_000)
   async followOtherReplicas(): Promise<void> {
     if (this.db.kind !== 'postgres' || !this.loadedOnce) return;
     try {
@@ -148,7 +202,10 @@ export class RuleRegistry implements OnModuleInit {
   /** Records an operator's override; it survives reloads and restarts. */
   async setEnabled(ruleId: string, enabled: boolean, now: Date): Promise<void> {
     await this.exclusive(async () => {
-      await this.db.write((manager) => manager.save(RuleStateEntity, { ruleId, enabled, updatedAt: now.toISOString() }));
+      await this.db.write(async (manager) => {
+        await manager.save(RuleStateEntity, { ruleId, enabled, updatedAt: now.toISOString() });
+        await this.announceChange(manager);
+      });
       this.overrides.set(ruleId, enabled);
       this.rebuildIndex();
     });
