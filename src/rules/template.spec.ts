@@ -1,4 +1,5 @@
 import * as fc from 'fast-check';
+import { templateContext } from './template-context.js';
 import {
   compileParams,
   renderParams,
@@ -155,6 +156,33 @@ describe('template', () => {
       expect(error).toBeInstanceOf(TemplateError);
       expect((error as TemplateError).path).toBe(path);
       expect((error as TemplateError).message).toMatch(new RegExp(`^${escapeRegExp(path)}: undefined filter: ${filter}, line:1, col:\\d+$`));
+    });
+  });
+
+  describe('facts, item and index (SPEC 11)', () => {
+    const at = new Date('2026-11-23T10:00:00Z');
+    const event = { type: 'project.archived', data: { project: { id: 'prj_1' } } };
+
+    it('reads facts.<name> given by the execution', () => {
+      const context = templateContext({ id: 'r' }, event, at, {}, { facts: { project: { id: 'prj_1', name: 'Apollo' } } });
+      expect(renderTemplateValue('{{ facts.project.name }}', context)).toBe('Apollo');
+    });
+
+    it('reads item and index inside a forEach action, index 0 included', () => {
+      const context = templateContext({ id: 'r' }, event, at, {}, { item: { id: 'tsk_3' }, index: 0 });
+      expect(renderTemplateValue({ id: '{{ item.id }}', n: '{{ index }}' }, context)).toEqual({ id: 'tsk_3', n: 0 });
+    });
+
+    it.each([
+      ['{{ item.id }}', 'params: undefined variable "item"'],
+      ['{{ index }}', 'params: undefined variable "index"'],
+      ['{{ facts.project }}', 'params: undefined variable "facts.project"'],
+    ])('fails %s outside a forEach action or without that fact', (template, message) => {
+      expect(renderError(template, templateContext({ id: 'r' }, event, at)).message).toBe(message);
+    });
+
+    it('keeps the context of existing callers as it was', () => {
+      expect(Object.keys(templateContext({ id: 'r' }, event, at, {}))).toEqual(['event', 'rule', 'now', 'actions']);
     });
   });
 

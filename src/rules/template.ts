@@ -10,7 +10,7 @@
  * `" 10 "`, never the number 10.
  *
  * Sandbox: strict variables and own-property-only lookups (no prototypes, no
- * `constructor`), a null-prototype scope holding only the four context names,
+ * `constructor`), a null-prototype scope holding only the context names,
  * no file system (the partial/layout tags are removed and lookups go to an
  * empty in-memory map), and parse/time/memory limits so a template bomb ends
  * as a TemplateError instead of stalling the worker.
@@ -25,6 +25,11 @@ export interface TemplateContext {
   now: unknown;
   /** Earlier actions of the same run: `actions.<id>.response`. */
   actions?: Readonly<Record<string, { response: unknown }>>;
+  /** Values of the facts the rule's conditions used for this event (SPEC 11): `facts.<name>`. */
+  facts?: Readonly<Record<string, unknown>>;
+  /** Inside a `forEach` action: the current item and its position (from 0). */
+  item?: unknown;
+  index?: number;
 }
 
 export class TemplateError extends Error {
@@ -136,14 +141,20 @@ export function compileParams(params: unknown, path = 'params'): CompiledParams 
   return compileNode(params, path);
 }
 
-/** Only the four documented names, on a null prototype: nothing else resolves. */
+/**
+ * Only the documented names, on a null prototype: nothing else resolves.
+ * `item` and `index` exist only inside a forEach action, so elsewhere they are
+ * undefined variables (a template_error), not silently empty.
+ */
 function toScope(context: TemplateContext): object {
-  return Object.assign(Object.create(null) as object, {
+  const scope = Object.assign(Object.create(null) as object, {
     event: context.event,
     rule: context.rule,
     now: context.now,
     actions: context.actions ?? {},
+    facts: context.facts ?? {},
   });
+  return context.index === undefined ? scope : Object.assign(scope, { item: context.item, index: context.index });
 }
 
 function renderTemplates(engine: Liquid, templates: Template[], context: TemplateContext, path: string): unknown {
