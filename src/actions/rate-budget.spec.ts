@@ -1,5 +1,5 @@
 import * as fc from 'fast-check';
-import { RateBudget } from './rate-budget.js';
+import { BudgetWaitTooLong, RateBudget } from './rate-budget.js';
 
 const MINUTE = 60_000;
 
@@ -159,6 +159,48 @@ describe(RateBudget.name, () => {
       const next = budget.acquire(sleep);
       await expect(failing).rejects.toThrow('shutting down');
       await expect(next).resolves.toBeUndefined();
+    });
+  });
+
+  describe('room, what the workers may claim', () => {
+    it('says how many calls could start, without taking any', () => {
+      const { budget } = makeBudget(3);
+      budget.tryAcquire();
+      expect(budget.room(10)).toEqual({ free: 2, waitMs: 0 });
+      expect(budget.room(1)).toEqual({ free: 1, waitMs: 0 });
+      expect(budget.room(0)).toEqual({ free: 0, waitMs: 0 });
+      expect(budget.remaining()).toBe(2);
+    });
+
+    it('says when a slot frees once the budget is used up, and while paused', async () => {
+      const { budget, clock } = makeBudget(2);
+      expect([await budget.take(), await budget.take(), await budget.take()]).toEqual([0, 0, MINUTE]);
+      clock.now = 45_000;
+      expect(budget.room(5)).toEqual({ free: 0, waitMs: 15_000 });
+      clock.now = MINUTE;
+      budget.pauseFor(5_000);
+      expect(budget.room(5)).toEqual({ free: 0, waitMs: 5_000 });
+    });
+  });
+
+  describe('acquire with a longest wait', () => {
+    it('gives up at once, taking nothing, when the slot is further away', async () => {
+      const { budget, clock, sleep, sleeps } = makeBudget(1);
+      budget.tryAcquire();
+      clock.now = 50_000;
+      await expect(budget.acquire(sleep, 9_999)).rejects.toThrow(BudgetWaitTooLong);
+      expect(sleeps).toEqual([]);
+      await expect(budget.acquire(sleep, 10_000)).resolves.toBeUndefined();
+      expect(sleeps).toEqual([10_000]);
+    });
+
+    it('counts the time spent queued behind other callers', async () => {
+      const { budget, sleep } = makeBudget(1);
+      const first = budget.acquire(sleep);
+      const second = budget.acquire(sleep); // a minute behind the first
+      const third = budget.acquire(sleep, 90_000); // two minutes behind
+      await expect(Promise.all([first, second])).resolves.toBeDefined();
+      await expect(third).rejects.toThrow('no slot free for 60000 ms');
     });
   });
 

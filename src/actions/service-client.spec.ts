@@ -127,6 +127,26 @@ describe(ServiceClient.name, () => {
       await svc.close();
     });
 
+    it('fails a lookup that would wait longer than lookupWaitMs, sending nothing', async () => {
+      const svc = await service((_req, res) => json(res, 200, {}));
+      const client = clientFor(svc.url);
+      client.lookupWaitMs = 50;
+      client.budget.pauseFor(5_000);
+      const started = performance.now();
+      const outcome = await client.send(buildRequest('tasks.list'));
+      expect(outcome).toMatchObject({ ok: false, kind: 'timeout', code: 'rate_budget_wait' });
+      expect(outcome.ok === false && outcome.message).toMatch(/^not sent: the rate budget has no slot free for \d+ ms/);
+      expect(performance.now() - started).toBeLessThan(40); // refused at once, not after waiting
+      expect(svc.seen).toHaveLength(0);
+      await svc.close();
+    });
+
+    it('lets an action attempt take its slot without waiting, and says how long until the next', async () => {
+      const client = clientFor('http://127.0.0.1:9', { SERVICE_RATE_LIMIT_PER_MINUTE: '1' });
+      expect(await client.takeSlot()).toBe(0);
+      expect(await client.takeSlot()).toBeGreaterThan(59_000);
+    });
+
     it('does not hold calls while the service still has quota', async () => {
       const svc = await service((_req, res) => json(res, 200, {}, { 'X-RateLimit-Remaining': '5' }));
       const { client, held } = clientOnManualClock(svc.url);
