@@ -9,8 +9,9 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import pg from 'pg';
 import { Database } from '../src/database/database.service.js';
 import { LISTENER_APPLICATION_NAME, notifyRulesChanged, RULES_CHANNEL } from '../src/database/notifications.js';
-import { FOLLOW_REPLICAS_INTERVAL } from '../src/rules/rule-registry.service.js';
+import { FOLLOW_REPLICAS_INTERVAL, RuleRegistry } from '../src/rules/rule-registry.service.js';
 import { sendJson, settledEvent } from './support/admin.js';
+import { cuttableProxy } from './support/cuttable-proxy.js';
 import { databasesUnderTest, withPostgresClient } from './support/databases.js';
 import { rulesDir, type RunningEngine } from './support/engine.js';
 import { aTaskEvent, body, deliver } from './support/events.js';
@@ -28,10 +29,10 @@ const WITHIN_MS = 1_000;
 const watched = taskRule('watched', 'probe.replicas', 'Watched');
 
 /** Two replicas on the rig's database and one rules folder; B hears of changes by notification only. */
-async function twoReplicas(rig: Rig, rules: unknown[]): Promise<{ a: RunningEngine; b: RunningEngine }> {
+async function twoReplicas(rig: Rig, rules: unknown[], envOfB: Record<string, string> = {}): Promise<{ a: RunningEngine; b: RunningEngine }> {
   const dir = rulesDir(rules);
   const a = await rig.start(dir);
-  const b = await rig.start(dir);
+  const b = await rig.start(dir, envOfB);
   // Throws when there is no such interval: the fallback really is off on B.
   b.app.get(SchedulerRegistry).deleteInterval(FOLLOW_REPLICAS_INTERVAL);
   return { a, b };
@@ -127,6 +128,21 @@ onPostgres('rule changes across replicas on PostgreSQL', () => {
     const late = aTaskEvent('probe.replicas', { title: 'Late' });
     expect((await deliver(b.url, late)).status).toBe(202);
     expect((await settledEvent(b, String(late.id))).executions).toEqual([]);
+  });
+
+  it('reads the rules again when its listener is back, for the changes it could not hear meanwhile', async () => {
+    const proxy = await cuttableProxy(rig.db.url);
+    rig.defer(() => proxy.close());
+    // B reaches PostgreSQL only through the proxy, its listener included.
+    const { a, b } = await twoReplicas(rig, [watched], { DATABASE_URL: proxy.through(rig.db.url) });
+
+    proxy.cut();
+    await waitUntil(() => proxy.attemptsWhileDown.length > 0, { what: "engine B's listener trying to reconnect" });
+    expect((await a.admin('/admin/rules/watched/disable', { method: 'POST' })).status).toBe(200);
+    expect(b.app.get(RuleRegistry).get('watched')?.enabled).toBe(true); // its notification was lost to B
+
+    proxy.restore();
+    await waitUntil(() => disabledOn(b, 'watched'), { timeoutMs: 10_000, intervalMs: 50, what: 'rule watched disabled on engine B once it listens again' });
   });
 
   it('notifies when the change commits, and never for a change rolled back', async () => {

@@ -1,52 +1,9 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { cuttableProxy } from '../../test/support/cuttable-proxy.js';
 import { createPostgresDatabase, databasesUnderTest, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
 import { waitUntil } from '../wait.js';
 import { ChannelListener, LISTENER_APPLICATION_NAME, RULES_CHANNEL, withoutPassword } from './notifications.js';
 
 const onPostgres = (await databasesUnderTest('rule change notifications: the listener')).some((kind) => kind.name === 'postgres') ? describe : describe.skip;
-
-/**
- * A TCP proxy in front of PostgreSQL that can be cut: while down it takes each
- * connection and closes it at once (and counts it), so the listener's attempts
- * to reconnect can be seen.
- */
-async function cuttableProxy(target: URL) {
-  const open = new Set<Socket>();
-  const attemptsWhileDown: number[] = [];
-  let down = false;
-  const server: Server = createServer((socket) => {
-    if (down) {
-      attemptsWhileDown.push(performance.now());
-      socket.destroy();
-      return;
-    }
-    const upstream = connect(Number(target.port || 5432), target.hostname);
-    open.add(socket).add(upstream);
-    socket.pipe(upstream).pipe(socket);
-    const drop = () => {
-      socket.destroy();
-      upstream.destroy();
-      open.delete(socket);
-      open.delete(upstream);
-    };
-    socket.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    port,
-    attemptsWhileDown,
-    cut() {
-      down = true;
-      for (const socket of open) socket.destroy();
-    },
-    restore() {
-      down = false;
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 function recorder() {
   const entries: Array<{ level: 'log' | 'warn'; entry: unknown }> = [];
@@ -108,10 +65,9 @@ onPostgres(ChannelListener.name, () => {
   });
 
   it('reconnects with growing delays, logs the outage once without the password, and says when it listens again', async () => {
-    const proxy = await cuttableProxy(new URL(db.url));
+    const proxy = await cuttableProxy(db.url);
     cleanups.push(() => proxy.close());
-    const through = new URL(db.url);
-    through.host = `127.0.0.1:${proxy.port}`;
+    const through = new URL(proxy.through(db.url));
     through.username = 'postgres';
     through.password = 'not-the-password-4711'; // trust auth: ignored by the server, and never logged
     const { listener, heard, log, resumed } = listen(through.toString());
@@ -134,12 +90,10 @@ onPostgres(ChannelListener.name, () => {
   });
 
   it('keeps trying when PostgreSQL is not there at start, and closes for good', async () => {
-    const proxy = await cuttableProxy(new URL(db.url));
+    const proxy = await cuttableProxy(db.url);
     cleanups.push(() => proxy.close());
     proxy.cut();
-    const through = new URL(db.url);
-    through.host = `127.0.0.1:${proxy.port}`;
-    const { listener, log, resumed } = listen(through.toString());
+    const { listener, log, resumed } = listen(proxy.through(db.url));
     await listener.start(); // does not throw: the engine starts, and polling covers meanwhile
     expect(listener.listening).toBe(false);
     proxy.restore();
