@@ -125,6 +125,8 @@ onPostgres('rule changes across replicas on PostgreSQL', () => {
     expect(lines('rule change notifications: listening again')).toBe(2);
 
     await a.stop();
+    // A stopped replica's listener connection is closed with it.
+    await waitUntil(async () => (await listeners(rig)).length === 1, { what: "engine A's listener connection to close at its stop" });
     const late = aTaskEvent('probe.replicas', { title: 'Late' });
     expect((await deliver(b.url, late)).status).toBe(202);
     expect((await settledEvent(b, String(late.id))).executions).toEqual([]);
