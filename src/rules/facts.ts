@@ -170,6 +170,17 @@ export class EventFacts {
     return result;
   }
 
+  /** The lookup this event already made (or is making) with these params; never starts one. */
+  madeLookup(name: LookupName, params: Record<string, unknown> | undefined, scope: FactScope): Promise<unknown> | undefined {
+    let id: string;
+    try {
+      id = this.renderParam(name, params, scope);
+    } catch {
+      return undefined;
+    }
+    return this.lookupResults.get(`${name}\u0000${id}`);
+  }
+
   private renderParam(name: LookupName, params: Record<string, unknown> | undefined, scope: FactScope): string {
     const param = LOOKUPS[name].param;
     const raw = params?.[param];

@@ -1,5 +1,5 @@
 import { EventFacts, type Lookups, type RuleEvent } from './facts.js';
-import { evaluateEvent, evaluateRule } from './rule-evaluator.js';
+import { evaluateCheck, evaluateEvent, evaluateRule } from './rule-evaluator.js';
 import { RuleIndex } from './rule-index.js';
 import type { ConditionLeaf, TopLevelCondition } from './rule.types.js';
 import { aRule } from '../../test/support/rule-factory.js';
@@ -188,5 +188,41 @@ describe(evaluateEvent.name, () => {
   it('lists the rules the index left out, when asked', async () => {
     const { excluded } = await evaluateEvent(new RuleIndex(rules), anEvent(), factsFor(anEvent()), { explainExcluded: true });
     expect(excluded.map(({ rule, factValue }) => [rule.id, factValue])).toEqual([['e-other-project', 'prj_1']]);
+  });
+});
+
+describe(evaluateCheck.name, () => {
+  it('passes when the conditions hold, with the same condition results as a rule', async () => {
+    const conditions: TopLevelCondition = { all: [onEvent('project_id', 'equal', 'prj_1'), projectIs('active')] };
+    const check = await evaluateCheck(conditions, factsFor(anEvent()), aRule({ conditions }));
+    const asRule = await evaluateRule(when(conditions), factsFor(anEvent()));
+    expect(check).toEqual({ passed: true, conditions: asRule.conditions });
+    expect(check.conditions[1]).toMatchObject({ fact: 'project', factValue: 'active', result: true, group: 'all[1]' });
+  });
+
+  it('does not pass when a condition fails', async () => {
+    const check = await evaluateCheck({ all: [projectIs('archived')] }, factsFor(anEvent()));
+    expect(check.passed).toBe(false);
+    expect(check.error).toBeUndefined();
+    expect(check.conditions[0]).toMatchObject({ result: false, factValue: 'active' });
+  });
+
+  it('looks up through the facts it is given: fresh facts make a fresh lookup', async () => {
+    const lookups = fakeLookups();
+    const conditions: TopLevelCondition = { all: [projectIs('active')] };
+    await evaluateCheck(conditions, factsFor(anEvent(), lookups));
+    await evaluateCheck(conditions, factsFor(anEvent(), lookups));
+    expect(lookups.calls).toEqual(['project:prj_1', 'project:prj_1']);
+  });
+
+  it('does not pass, and says why, when a lookup fails', async () => {
+    const check = await evaluateCheck({ all: [projectIs('active')] }, factsFor(anEvent(), fakeLookups({ failWith: new Error('HTTP 503') })));
+    expect(check).toMatchObject({ passed: false, error: 'project lookup "prj_1" failed: HTTP 503' });
+  });
+
+  it('does not pass with an unknown fact', async () => {
+    const check = await evaluateCheck({ all: [{ fact: 'weather', operator: 'equal', value: 'sunny' }] }, factsFor(anEvent()));
+    expect(check.passed).toBe(false);
+    expect(check.error).toMatch(/^unknown fact "weather"/);
   });
 });

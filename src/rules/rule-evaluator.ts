@@ -122,14 +122,17 @@ function buildRule(conditions: TopLevelCondition, id: string): EvaluableRule {
 function compile(rule: LoadedRule): CompiledRule {
   const { conditions, name, schedule } = rule.definition;
   const scope: FactScope = { rule: { id: rule.id, name }, timezone: schedule?.timezone };
-  if (conditions === undefined) return { scope };
+  return conditions === undefined ? { scope } : compileConditions(conditions, scope, rule.id);
+}
+
+function compileConditions(conditions: TopLevelCondition, scope: FactScope, name: string): CompiledRule {
   const unknown = [...factsUsed(conditions, new Set())].filter((fact) => !FACT_NAMES.has(fact));
   if (unknown.length > 0) {
     const known = [...FACT_NAMES].join(', ');
     return { scope, error: `unknown fact ${unknown.map((fact) => `"${fact}"`).join(', ')} (facts are: ${known})` };
   }
   try {
-    return { scope, rule: buildRule(conditions, rule.id) };
+    return { scope, rule: buildRule(conditions, name) };
   } catch (error) {
     return { scope, error: `invalid conditions: ${messageOf(error)}` };
   }
@@ -198,27 +201,57 @@ export function flattenConditions(
   return out;
 }
 
-export async function evaluateRule(rule: LoadedRule, facts: EventFacts): Promise<RuleEvaluation> {
-  const base = { ruleId: rule.id, ruleVersion: rule.version };
-  const conditions = rule.definition.conditions;
-  if (conditions === undefined) return { ...base, matched: true, conditions: [] };
-  const { scope, rule: engineRule, error } = compiled(rule);
-  if (engineRule === undefined) {
-    return { ...base, matched: false, conditions: flattenConditions(conditions), error };
-  }
+type Verdict = Pick<RuleEvaluation, 'matched' | 'conditions' | 'error'>;
+
+/** Conditions compiled once, evaluated against one event's facts; every failure is part of the verdict. */
+async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: CompiledRule, facts: EventFacts): Promise<Verdict> {
+  const { scope, rule: engineRule, error } = compiledRule;
+  if (engineRule === undefined) return { matched: false, conditions: flattenConditions(conditions), error };
   const almanac = new EventAlmanac(facts, scope);
   let outcome: RuleResult;
   try {
     outcome = await engineRule.evaluate(almanac);
   } catch (thrown) {
     // e.g. an unknown operator or an invalid regular expression: the rule's bug, recorded as its outcome.
-    return { ...base, matched: false, conditions: flattenConditions(conditions), error: messageOf(thrown) };
+    return { matched: false, conditions: flattenConditions(conditions), error: messageOf(thrown) };
   }
   const results = flattenConditions(outcome.conditions as ConditionNode, almanac.failures);
   if (almanac.failures.size > 0) {
-    return { ...base, matched: false, conditions: results, error: [...almanac.failures.values()].join('; ') };
+    return { matched: false, conditions: results, error: [...almanac.failures.values()].join('; ') };
   }
-  return { ...base, matched: outcome.result === true, conditions: results };
+  return { matched: outcome.result === true, conditions: results };
+}
+
+export async function evaluateRule(rule: LoadedRule, facts: EventFacts): Promise<RuleEvaluation> {
+  const base = { ruleId: rule.id, ruleVersion: rule.version };
+  const conditions = rule.definition.conditions;
+  if (conditions === undefined) return { ...base, matched: true, conditions: [] };
+  return { ...base, ...(await evaluateCompiled(conditions, compiled(rule), facts)) };
+}
+
+export interface CheckResult {
+  passed: boolean;
+  conditions: ConditionResult[];
+  error?: string;
+}
+
+const compiledChecks = new WeakMap<TopLevelCondition, CompiledRule>();
+
+/**
+ * A `check` step (SPEC 11): the same operators and condition results as a
+ * rule's conditions, against facts the caller builds when the step runs (so
+ * lookups are fresh). `rule` gives lookup-param templates their `rule` and
+ * `now` its time zone. Compiled once per conditions object.
+ */
+export async function evaluateCheck(conditions: TopLevelCondition, facts: EventFacts, rule?: LoadedRule): Promise<CheckResult> {
+  let compiledCheck = compiledChecks.get(conditions);
+  if (compiledCheck === undefined) {
+    const scope: FactScope = rule ? compiled(rule).scope : { rule: { id: 'check' } };
+    compiledCheck = compileConditions(conditions, scope, `${scope.rule.id}#check`);
+    compiledChecks.set(conditions, compiledCheck);
+  }
+  const { matched, conditions: results, error } = await evaluateCompiled(conditions, compiledCheck, facts);
+  return { passed: matched && error === undefined, conditions: results, ...(error !== undefined ? { error } : {}) };
 }
 
 /** A listening rule's outcome for one event: what the live engine, the tester and the backtest all report. */
