@@ -94,6 +94,33 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     });
   });
 
+  describe('a patient write (the outcome of a request already answered)', () => {
+    // As node-postgres reports a server that is down: what a restart looks like from the engine.
+    const serverDown = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+
+    it('is tried again while the database refuses writes, and goes through once it takes them', async () => {
+      let tries = 0;
+      const written = await db.patiently(() => db.write(++tries <= 2 ? serverDown : note('kept')).then(() => tries), 5_000);
+      expect({ written, notes: await committedNotes(kind.name, testDb.url) }).toEqual({ written: 3, notes: ['kept'] });
+      expect(db.health.failuresByKind.get('unreachable')).toBe(2);
+    });
+
+    it('gives up with the refusal once its time is up', async () => {
+      let tries = 0;
+      const started = Date.now();
+      const refused = db.patiently(() => (tries++, db.write(serverDown)), 300);
+      await expect(refused).rejects.toMatchObject({ code: 'storage_unavailable', kind: 'unreachable' });
+      expect({ triedAgain: tries > 1, gaveUpInTime: Date.now() - started < 1_000 }).toEqual({ triedAgain: true, gaveUpInTime: true });
+    });
+
+    it("is not tried again after an error that is not the storage's", async () => {
+      let tries = 0;
+      const failing = db.patiently(() => (tries++, db.write((m) => queryRows(m, 'INSERT INTO no_such_table (body) VALUES (?)', ['x']))), 5_000);
+      await expect(failing).rejects.not.toBeInstanceOf(StorageUnavailableError);
+      expect(tries).toBe(1);
+    });
+  });
+
   if (kind.name === 'sqlite') {
     describe('a write SQLite refuses for want of space (SQLITE_FULL)', () => {
       const big = 'x'.repeat(3_000);

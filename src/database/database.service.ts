@@ -28,10 +28,19 @@
  * real write to `storage_probe` (a write that changes nothing proves nothing on
  * a full disk), and the fault ends when the probe goes through once no write
  * has failed for a second (storage-health.ts).
+ *
+ * Most writes are refused at once, and whoever asked says so (a webhook is
+ * answered 503, a worker pauses and its lease is handed back or runs out). A
+ * write that records something already true outside the database, such as the
+ * service's answer to a request, is instead tried again for a while
+ * (`patiently`): given up, it would be done again, and the request sent again,
+ * when its lease ran out. That carries such writes over a PostgreSQL restart.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { Mutex } from 'async-mutex';
 import { DataSource, type EntityManager } from 'typeorm';
+import { StorageUnavailableError } from '../errors.js';
 import { databaseLocation, type DatabaseKind } from './data-source.js';
 import { kindOf, queryRows } from './sql.js';
 import { storageFaultOf, unwritableDatabase, type StorageFault } from './storage-faults.js';
@@ -43,6 +52,8 @@ type Work<T> = (manager: EntityManager) => Promise<T>;
 /** Faults that a new SQLite connection may cure once the file is repaired; tried at most this often. */
 const REOPEN_KINDS = new Set(['read_only', 'io_error']);
 const REOPEN_EVERY_MS = 1_000;
+/** Pauses between the tries of a patient write: short, as a restarted server takes writes again within about a second. */
+const PATIENT_PAUSES_MS = [100, 200, 400, 800, 1_000];
 
 const probe: Work<unknown> = (manager) => queryRows(manager, 'UPDATE storage_probe SET written_at = ? WHERE id = 1', [new Date().toISOString()]);
 
@@ -82,6 +93,26 @@ export class Database implements OnModuleInit {
     }
     if (this.health.current && this.health.settled) await this.probe();
     return result;
+  }
+
+  /**
+   * Runs `write` (something that calls `write()`) and, while the database
+   * refuses writes, again after a pause, for up to `withinMs`; then gives up
+   * with the last refusal. For writes whose work is already done and cannot
+   * be taken back; `write` must be safe to run twice (its first try may have
+   * committed when the connection was lost before the answer came).
+   */
+  async patiently<T>(write: () => Promise<T>, withinMs: number): Promise<T> {
+    const deadline = Date.now() + withinMs;
+    for (let tries = 0; ; tries++) {
+      try {
+        return await write();
+      } catch (error) {
+        const pause = PATIENT_PAUSES_MS[Math.min(tries, PATIENT_PAUSES_MS.length - 1)];
+        if (!(error instanceof StorageUnavailableError) || Date.now() + pause > deadline) throw error;
+        await sleep(pause);
+      }
+    }
   }
 
   /** Tries one real write; true when it goes through and no fault is left (storage-health.ts says when one ends). */
