@@ -10,12 +10,13 @@ describe(`${decideGrant.name}, the grant arithmetic`, () => {
   const span = 62_000;
 
   it.each([
-    ['grants what is asked when the window has room', at({}), 3, { slots: 3, waitMs: 0, paused: false, free: 7 }],
-    ['grants at least one slot, however little is asked', at({}), 0, { slots: 1, waitMs: 0, paused: false, free: 9 }],
-    ['grants only what is left in the window', at({ used: 8, oldest: 90_000 }), 3, { slots: 2, waitMs: 0, paused: false, free: 0 }],
-    ['refuses a full window until its oldest grant leaves the span', at({ used: 10, oldest: 90_000 }), 1, { slots: 0, waitMs: 52_000, paused: false, free: 0 }],
-    ['refuses while paused, until the pause ends', at({ pausedUntil: 104_500 }), 1, { slots: 0, waitMs: 4_500, paused: true, free: 0 }],
-    ['ignores a pause that has ended', at({ pausedUntil: 99_000, used: 4, oldest: 95_000 }), 1, { slots: 1, waitMs: 0, paused: false, free: 5 }],
+    ['grants what is asked when the window has room', at({}), 3, { slots: 3, waitMs: 0, paused: false, free: 7, fullForMs: 0 }],
+    ['grants at least one slot, however little is asked', at({}), 0, { slots: 1, waitMs: 0, paused: false, free: 9, fullForMs: 0 }],
+    ['grants only what is left in the window, and says how long it is full', at({ used: 8, oldest: 90_000 }), 3, { slots: 2, waitMs: 0, paused: false, free: 0, fullForMs: 52_000 }],
+    ['refuses a full window until its oldest grant leaves the span', at({ used: 10, oldest: 90_000 }), 1, { slots: 0, waitMs: 52_000, paused: false, free: 0, fullForMs: 0 }],
+    ['says how long it is full when the first grant takes every slot', at({}), 10, { slots: 10, waitMs: 0, paused: false, free: 0, fullForMs: 62_000 }],
+    ['refuses while paused, until the pause ends', at({ pausedUntil: 104_500 }), 1, { slots: 0, waitMs: 4_500, paused: true, free: 0, fullForMs: 0 }],
+    ['ignores a pause that has ended', at({ pausedUntil: 99_000, used: 4, oldest: 95_000 }), 1, { slots: 1, waitMs: 0, paused: false, free: 5, fullForMs: 0 }],
   ])('%s', (_name, state, want, decision) => {
     expect(decideGrant(state, 10, want, span)).toEqual(decision);
   });

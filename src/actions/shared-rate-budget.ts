@@ -75,19 +75,22 @@ export interface GrantDecision {
   paused: boolean;
   /** Slots left in the counted span after this grant. */
   free: number;
+  /** When this grant took the last slot: ms until one frees (so the replica need not ask before). */
+  fullForMs: number;
 }
 
 /** The grant arithmetic, pure: how many of the `want` slots may be granted now. */
 export function decideGrant(state: GrantState, limit: number, want: number, spanMs: number): GrantDecision {
-  if (state.pausedUntil !== null && state.pausedUntil > state.now) return { slots: 0, waitMs: Math.ceil(state.pausedUntil - state.now), paused: true, free: 0 };
+  if (state.pausedUntil !== null && state.pausedUntil > state.now) return { slots: 0, waitMs: Math.ceil(state.pausedUntil - state.now), paused: true, free: 0, fullForMs: 0 };
   const free = limit - state.used;
+  // The oldest counted grant (or this one) leaving the span frees at least one slot.
+  const freesAt = (state.oldest ?? state.now) + spanMs;
   if (free <= 0) {
-    // The oldest counted grant leaving the span frees at least one slot.
-    const freesAt = (state.oldest ?? state.now) + spanMs;
-    return { slots: 0, waitMs: Math.max(1, Math.ceil(freesAt - state.now)), paused: false, free: 0 };
+    return { slots: 0, waitMs: Math.max(1, Math.ceil(freesAt - state.now)), paused: false, free: 0, fullForMs: 0 };
   }
   const slots = Math.min(free, Math.max(1, want));
-  return { slots, waitMs: 0, paused: false, free: free - slots };
+  const fullForMs = slots < free ? 0 : Math.max(1, Math.ceil(freesAt - state.now));
+  return { slots, waitMs: 0, paused: false, free: free - slots, fullForMs };
 }
 
 const NOW_MS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8`;
@@ -242,6 +245,8 @@ export class SharedRateBudget implements Budget {
     this.lastFree = decision.free;
     if (decision.slots > 0) {
       this.held.push({ until: asked + this.graceMs, left: decision.slots });
+      // It took the last slot: no use asking again (or claiming more) before one frees.
+      if (decision.fullForMs > 0) this.refusedUntil = this.mono() + decision.fullForMs;
       return;
     }
     // Another replica's pause is held here too (and shown by this replica's overview).

@@ -36,6 +36,9 @@ interface NoSlot {
 
 @Injectable()
 export class ActionRunner {
+  /** Runs being performed that have not taken their slot of the budget yet. */
+  private starting: number;
+
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
     @Inject(CLOCK) private readonly clock: Clock,
@@ -45,6 +48,7 @@ export class ActionRunner {
     private readonly progress: ExecutionProgress,
     @Optional() queue?: WorkQueue,
   ) {
+    this.starting = 0;
     if (db.kind === 'postgres') {
       const budget = { limitPerMinute: config.rateLimitPerMinute, clock: () => clock.now().getTime() };
       client.useBudget(new SharedRateBudget({ db, replica: queue?.owner ?? randomUUID(), ...budget }));
@@ -56,9 +60,15 @@ export class ActionRunner {
     return this.config.serviceTimeoutMs + 5_000;
   }
 
-  /** How many runs the budget could start now, up to `wanted` (all of them in dry-run, which sends nothing): what to claim. */
+  /**
+   * How many more runs the budget could start now, up to `wanted` (all of them
+   * in dry-run, which sends nothing): what to claim. Runs claimed that have not
+   * taken their slot yet will take one first.
+   */
   room(wanted: number): BudgetRoom {
-    return this.config.dryRun ? { free: Math.max(0, wanted), waitMs: 0 } : this.client.budget.room(wanted);
+    if (this.config.dryRun) return { free: Math.max(0, wanted), waitMs: 0 };
+    const room = this.client.budget.room(wanted + this.starting);
+    return { free: Math.max(0, room.free - this.starting), waitMs: room.waitMs };
   }
 
   /**
@@ -67,14 +77,26 @@ export class ActionRunner {
    * of a slot of the budget; 'running' when the lease was lost meanwhile.
    */
   async perform(claim: ClaimedActionRun, leaseOwner: string, execution?: LoadedExecution): Promise<ActionRunStatus> {
-    const loaded = execution ?? (await loadExecution(statementsOf(this.db.manager), claim));
-    const result = await this.attempt(claim, loaded);
+    // Counted from the claim until its slot is taken (or it ends before), so that room() does not count its slot twice.
+    let counted = true;
+    const taken = () => {
+      if (counted) this.starting -= 1;
+      counted = false;
+    };
+    this.starting += 1;
+    let loaded: LoadedExecution;
+    let result: AttemptOutcome | NoSlot;
+    try {
+      loaded = execution ?? (await loadExecution(statementsOf(this.db.manager), claim));
+      result = await this.attempt(claim, loaded, taken);
+    } finally {
+      taken();
+    }
     if ('waitMs' in result) {
       const handedBack = await handBackForBudget(this.db, this.clock, claim, leaseOwner, result.waitMs);
       return !handedBack ? 'running' : claim.attempts > 1 ? 'retrying' : 'pending';
     }
-    // The request went out: its outcome outlasts a short outage of the database rather than be sent again when the lease runs out.
-    const committed = await this.db.patiently(() => this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded), this.leaseMs - this.config.serviceTimeoutMs);
+    const committed = await this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded);
     return committed ? result.status : 'running';
   }
 
@@ -85,7 +107,7 @@ export class ActionRunner {
     await this.progress.record(claim, leaseOwner, result, this.nowIso());
   }
 
-  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution): Promise<AttemptOutcome | NoSlot> {
+  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution, taken: () => void): Promise<AttemptOutcome | NoSlot> {
     const rendered = await this.requests.requestFor(claim, rule);
     if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
     const request = rendered.request;
@@ -94,6 +116,7 @@ export class ActionRunner {
     }
     // Before the resource is recorded as changed: a run handed back changes nothing.
     const waitMs = await this.client.takeSlot();
+    taken();
     if (waitMs > 0) return { waitMs };
     if (request.targetId !== undefined && !(claim.request && claim.attempts === 1)) {
       // The resource is known before the request goes out: record it first, so the
