@@ -12,6 +12,8 @@ import { AdminRulesController } from './admin/admin-rules.controller.js';
 import { AdminRulesService } from './admin/admin-rules.service.js';
 import { ApiRulesService } from './rules/api-rules.service.js';
 import { AdminQueryService } from './admin/admin-query.service.js';
+import { AdminReplicasController } from './admin/admin-replicas.controller.js';
+import { AdminReplicasService } from './admin/admin-replicas.service.js';
 import { AdminGuard } from './admin/admin.guard.js';
 import { CLOCK, type Clock, systemClock } from './clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from './config/config.js';
@@ -31,6 +33,7 @@ import { RunRequests } from './processing/run-request.js';
 import { WorkQueue } from './processing/work-queue.js';
 import { Workers } from './processing/workers.js';
 import { Retention } from './processing/retention.js';
+import { Replicas } from './processing/replicas.js';
 import { RuleRegistry } from './rules/rule-registry.service.js';
 import { RuleWatcher } from './rules/rule-watcher.js';
 import { AdminEventContextService } from './admin/admin-event-context.service.js';
@@ -54,6 +57,7 @@ const CONTROLLERS = [
   MetricsController,
   AdminOverviewController,
   AdminLiveController,
+  AdminReplicasController,
   // console: the session routes before the page's catch-all /console/*path
   ConsoleSessionController,
   ConsolePageController,
@@ -81,6 +85,7 @@ const SERVICES = [
   Workers,
   Schedules,
   Retention,
+  Replicas,
   // admin
   AdminGuard,
   AdminQueryService,
@@ -88,6 +93,7 @@ const SERVICES = [
   AdminActionsService,
   AdminOverviewService,
   AdminEventContextService,
+  AdminReplicasService,
   EventFeed,
   // console
   ConsoleSessions,

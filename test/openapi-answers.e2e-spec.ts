@@ -371,6 +371,10 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
     });
   });
 
+  it('GET /admin/replicas: 200', async () => {
+    expectAnswer(await answer('GET', '/admin/replicas'), 200);
+  });
+
   it('has seen every answer the document declares', () => {
     const declared = Object.entries(document.paths).flatMap(([template, operations]) =>
       Object.entries(operations).flatMap(([method, operation]) =>

@@ -43,6 +43,8 @@ describe(loadConfig.name, () => {
         maxChainDepth: 5,
         retentionDays: 30,
         logLevel: 'info',
+        replicaHeartbeatMs: 1_000,
+        replicaDeadAfterMs: 5_000,
       });
     });
 
@@ -196,11 +198,21 @@ describe(loadConfig.name, () => {
       ['MAX_CHAIN_DEPTH', { MAX_CHAIN_DEPTH: '1000' }],
       ['RETENTION_DAYS', { RETENTION_DAYS: '-30' }],
       ['LOG_LEVEL', { LOG_LEVEL: 'trace' }],
+      ['REPLICA_HEARTBEAT_MS', { REPLICA_HEARTBEAT_MS: '1s' }],
+      ['REPLICA_DEAD_AFTER_MS', { REPLICA_DEAD_AFTER_MS: '5000', REPLICA_HEARTBEAT_MS: '5000' }],
+      ['REPLICA_DEAD_AFTER_MS', { REPLICA_DEAD_AFTER_MS: '900' }],
     ])('refuses a bad %s: %j', (variable, env) => {
       const error = errorFrom(env);
       expect(error.variable).toBe(variable);
       expect(error.message.startsWith(`${variable}: `)).toBe(true);
       expect(error.name).toBe('ConfigError');
+    });
+
+    it('explains that a replica is declared dead only after more than one heartbeat interval', () => {
+      expect(errorFrom({ REPLICA_HEARTBEAT_MS: '2000', REPLICA_DEAD_AFTER_MS: '1500' }).message).toBe(
+        'REPLICA_DEAD_AFTER_MS: must be greater than REPLICA_HEARTBEAT_MS (2000), got 1500',
+      );
+      expect(load({ REPLICA_HEARTBEAT_MS: '250', REPLICA_DEAD_AFTER_MS: '2000' })).toMatchObject({ replicaHeartbeatMs: 250, replicaDeadAfterMs: 2000 });
     });
 
     it('explains what SERVICE_API_KEY must look like', () => {

@@ -32,6 +32,10 @@ export interface EngineConfig {
   maxChainDepth: number;
   retentionDays: number;
   logLevel: LogLevel;
+  /** How often this replica writes its heartbeat and looks for replicas whose heartbeat stopped. */
+  replicaHeartbeatMs: number;
+  /** A replica not seen to heartbeat for this long is dead: its work is taken over. */
+  replicaDeadAfterMs: number;
 }
 
 /** Injection token for the configuration object. */
@@ -122,6 +126,15 @@ function adminToken(env: Env, generate: () => string): { token: string; generate
   return { token: raw, generated: false };
 }
 
+function replicaTimings(env: Env): { replicaHeartbeatMs: number; replicaDeadAfterMs: number } {
+  const replicaHeartbeatMs = integer(env, 'REPLICA_HEARTBEAT_MS', 1_000, 100, 60_000);
+  const replicaDeadAfterMs = integer(env, 'REPLICA_DEAD_AFTER_MS', 5_000, 200, 600_000);
+  if (replicaDeadAfterMs <= replicaHeartbeatMs) {
+    throw new ConfigError('REPLICA_DEAD_AFTER_MS', `must be greater than REPLICA_HEARTBEAT_MS (${replicaHeartbeatMs}), got ${replicaDeadAfterMs}`);
+  }
+  return { replicaHeartbeatMs, replicaDeadAfterMs };
+}
+
 export function loadConfig(env: Env, generateToken: () => string): EngineConfig {
   const key = apiKey(env);
   const plan = oneOf(env, 'SERVICE_PLAN', ['pro', 'enterprise'] as const, 'pro');
@@ -155,6 +168,7 @@ export function loadConfig(env: Env, generateToken: () => string): EngineConfig 
     maxChainDepth: integer(env, 'MAX_CHAIN_DEPTH', 5, 1, 100),
     retentionDays: integer(env, 'RETENTION_DAYS', 30, 1, 36_500),
     logLevel: oneOf(env, 'LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+    ...replicaTimings(env),
   };
 }
 

@@ -21,6 +21,7 @@ import { StorageProbe1764400000000 } from './migrations/1764400000000-storage-pr
 import { SeenResource1764500000000 } from './migrations/1764500000000-seen-resource.js';
 import { LeaseIndexes1764600000000 } from './migrations/1764600000000-lease-indexes.js';
 import { CausalScopes1764700000000 } from './migrations/1764700000000-causal-scopes.js';
+import { Replicas1764800000000 } from './migrations/1764800000000-replicas.js';
 import { SharedRateBudget1764900000000 } from './migrations/1764900000000-shared-rate-budget.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
@@ -34,6 +35,7 @@ export const MIGRATIONS = [
   SeenResource1764500000000,
   LeaseIndexes1764600000000,
   CausalScopes1764700000000,
+  Replicas1764800000000,
   SharedRateBudget1764900000000,
 ];
 

@@ -159,6 +159,25 @@ export const SCHEMAS: Record<string, Schema> = {
     created_at: str(),
     updated_at: str(),
   }),
+  Replica: obj(
+    {
+      id: str('the replica\'s lease owner id (a UUID, new at each start)'),
+      self: { type: 'boolean', description: 'the replica that answered' },
+      status: { type: 'string', enum: ['alive', 'dead', 'stopped'], description: 'dead: its heartbeat stopped and its work was taken over; stopped: it stopped gracefully' },
+      host: str(),
+      pid: { type: 'integer' },
+      version: str(),
+      started_at: str(),
+      heartbeat_at: str('its last heartbeat (REPLICA_HEARTBEAT_MS apart)'),
+      stopped_at: nullable(str()),
+      dead_at: nullable(str()),
+      work_in_hand: obj({ events: { type: 'integer', description: 'waiting events it holds a lease on' }, action_runs: { type: 'integer', description: 'unfinished action runs it holds a lease on' } }),
+      events_done: { type: 'integer', description: 'events it evaluated, as of its last heartbeat' },
+      action_runs_done: { type: 'integer', description: 'action runs it brought to an end, as of its last heartbeat' },
+    },
+    { required: ['id', 'self', 'status', 'host', 'pid', 'version', 'started_at', 'heartbeat_at', 'work_in_hand', 'events_done', 'action_runs_done'] },
+  ),
+  ReplicaList: obj({ replicas: { type: 'array', items: ref('Replica') } }, { required: ['replicas'] }),
 };
 
 const errorResponse = (status: number, description: string) => ApiResponse({ status, description, schema: ref('Error') });

@@ -63,6 +63,18 @@ export class Metrics {
     help: 'The last X-RateLimit-Remaining the service sent',
     registers: [this.registry],
   });
+  readonly replicaInfo = new Gauge({
+    name: 'engine_replica_info',
+    help: 'This engine process (replica): its id (the lease owner), host and version; always 1',
+    labelNames: ['replica', 'host', 'version'],
+    registers: [this.registry],
+  });
+  readonly replicas = new Gauge({
+    name: 'engine_replicas',
+    help: 'Replicas registered on the database, by status (alive, dead, stopped), as of this replica\'s last heartbeat',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
 
   eventReceived(type: string, outcome: string): void {
     this.eventsReceived.inc({ type: bounded(type), outcome });

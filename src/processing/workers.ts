@@ -27,6 +27,7 @@ import { storageFaultOf } from '../database/storage-faults.js';
 import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
+import { Replicas } from './replicas.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, LoadedExecution, PreparedEvent } from './work.js';
 
@@ -101,6 +102,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     private readonly runner: ActionRunner,
     private readonly db: Database,
     writer: EventWriter,
+    private readonly replicas: Replicas,
   ) {
     writer.onCommitted(() => this.events.nudge());
     this.maxInFlight = Math.max(4, Math.min(64, Math.ceil(config.rateLimitPerMinute / 60)));
@@ -185,6 +187,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       for (const one of prepared) await this.processEvent(one.claim);
       return;
     }
+    this.replicas.countEvents(prepared.length);
     for (const { run, execution, leased } of created) if (leased) this.startAction(run, execution);
     if (created.some(({ leased }) => !leased)) this.actions.nudge();
   }
@@ -194,6 +197,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const created = await this.guard(what, () => this.processor.process(claim, this.queue.owner), (error) =>
       this.processor.recordCrash(claim, this.queue.owner, error),
     );
+    if (created) this.replicas.countEvents(1);
     if (created && created.length > 0) this.actions.nudge();
   }
 
@@ -228,7 +232,10 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       this.runner.recordCrash(claim, this.queue.owner, error),
     );
     // A run that ended may unblock the next event about the same resource.
-    if (status && status !== 'running' && status !== 'retrying' && status !== 'pending') this.events.nudge();
+    if (status && status !== 'running' && status !== 'retrying' && status !== 'pending') {
+      this.replicas.countActionRuns(1);
+      this.events.nudge();
+    }
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
