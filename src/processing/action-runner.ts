@@ -96,7 +96,8 @@ export class ActionRunner {
       const handedBack = await handBackForBudget(this.db, this.clock, claim, leaseOwner, result.waitMs);
       return !handedBack ? 'running' : claim.attempts > 1 ? 'retrying' : 'pending';
     }
-    const committed = await this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded);
+    // The request went out: its outcome outlasts a short outage of the database rather than be sent again when the lease runs out.
+    const committed = await this.db.patiently(() => this.progress.record(claim, leaseOwner, result, this.nowIso(), loaded), this.leaseMs - this.config.serviceTimeoutMs);
     return committed ? result.status : 'running';
   }
 
