@@ -41,7 +41,7 @@ describe(rulesValidate.name, () => {
       const dir = `${FIXTURES}/mixed`;
       expect(out).toEqual([
         expect.stringMatching(new RegExp(`^${dir}/b-broken-json\\.json: \\$: invalid JSON: `)),
-        `${dir}/c-array.json: $[1].actions[0].type: must be one of ${ACTION_TYPES.join(', ')} (did you mean "task.create"?)`,
+        `${dir}/c-array.json: $[1].actions[0].type: must be one of ${[...ACTION_TYPES, 'delay', 'check'].join(', ')} (did you mean "task.create"?)`,
         `${dir}/d-duplicate.json: $.id: duplicate rule id "good-one": already defined in ${dir}/a-good.json`,
         `${dir}/sub/e-unknown-property.json: $.condtions: unknown property "condtions" (did you mean "conditions"?)`,
         '5 files, 2 rules valid, 4 problems',

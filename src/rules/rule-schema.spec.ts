@@ -53,7 +53,7 @@ describe(schemaProblems.name, () => {
       expect(problems[0].path).toBe('$.actions[0].type');
       expect(problems[0].message).toBe(
         'must be one of task.create, task.update, task.delete, user.invite, user.remove, project.create, project.update, ' +
-          'project.archive, workflow.trigger (did you mean "task.create"?)',
+          'project.archive, workflow.trigger, delay, check (did you mean "task.create"?)',
       );
     });
 

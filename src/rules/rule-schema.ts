@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import type { RuleProblem } from './rule.types.js';
+import { isStep, STEP_TYPES, type RuleProblem } from './rule.types.js';
 
 /** `rules/rule.schema.json`: two levels up from both `src/rules/` and `dist/rules/`. */
 export const RULE_SCHEMA_PATH = fileURLToPath(new URL('../../rules/rule.schema.json', import.meta.url));
@@ -94,16 +94,31 @@ function oneOfMessage(error: ErrorObject): string {
   return `must have one of ${list}`;
 }
 
+/** What a step (`delay`, `check`) must not have, said plainly instead of "unknown property". */
+function stepPropertyMessage(name: string, parentSchema: unknown): string | undefined {
+  const step = (parentSchema as { properties?: { type?: { const?: unknown } } } | undefined)?.properties?.type?.const;
+  if (typeof step !== 'string' || !isStep(step)) return undefined;
+  if (name === 'forEach') return `forEach applies to actions, not to a ${step} step`;
+  if (step === 'check' && name === 'params') return 'a check step has no params; its test goes in "conditions"';
+  return undefined;
+}
+
+/** The schema's action enum lists action types only (held against the registry); an entry may also be a step. */
+function allowedValues(values: unknown[]): string[] {
+  const allowed = values.map(String);
+  return allowed.includes('task.create') ? [...allowed, ...STEP_TYPES] : allowed;
+}
+
 function messageFor(error: ErrorObject): string {
   const params = error.params as Record<string, unknown>;
   switch (error.keyword) {
     case 'additionalProperties': {
       const name = String(params.additionalProperty);
       const known = Object.keys((error.parentSchema?.properties as object | undefined) ?? {});
-      return `unknown property "${name}"${suggestion(name, known)}`;
+      return stepPropertyMessage(name, error.parentSchema) ?? `unknown property "${name}"${suggestion(name, known)}`;
     }
     case 'enum': {
-      const allowed = (params.allowedValues as unknown[]).map(String);
+      const allowed = allowedValues(params.allowedValues as unknown[]);
       const hint = typeof error.data === 'string' ? suggestion(error.data, allowed) : '';
       return `must be one of ${allowed.join(', ')}${hint}`;
     }

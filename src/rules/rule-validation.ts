@@ -1,21 +1,26 @@
 /**
  * Checks a rule beyond what its JSON Schema can say: action ids and the
  * `actions.<id>.response` references between them, template syntax (parsed by
- * the same LiquidJS set-up that renders them), regular expressions and cron
- * schedules. A rule that passes here will not fail at run time for any reason
- * visible in the file itself.
+ * the same LiquidJS set-up that renders them) and the variables each template
+ * may read where it sits, regular expressions, cron schedules, and the steps
+ * of SPEC 11 (literal delay durations, a delay not last, check conditions,
+ * forEach sources). A rule that passes here will not fail at run time for any
+ * reason visible in the file itself.
  */
 import { CronTime } from 'cron';
 import { Liquid } from 'liquidjs';
+import { parseDuration } from './duration.js';
 import { compileParams, TemplateError } from './template.js';
 import { jsonPath, ruleSchemaProblems } from './rule-schema.js';
-import type { Condition, RuleDefinition, RuleProblem } from './rule.types.js';
+import { isStep, type Condition, type RuleAction, type RuleDefinition, type RuleProblem } from './rule.types.js';
 
 type Segments = Array<string | number>;
 type Report = (segments: Segments, message: string) => void;
 
-/** What a template may read, besides the responses of earlier actions. */
+/** What every template may read. */
 const CONTEXT_NAMES = ['event', 'rule', 'now'];
+/** Only inside the params of an action with forEach. */
+const ITEM_NAMES = ['item', 'index'];
 
 // Only for static analysis of templates that already parsed with the renderer's engine.
 const analyzer = new Liquid();
@@ -33,8 +38,18 @@ function forEachString(value: unknown, at: Segments, visit: (text: string, at: S
   }
 }
 
-/** `null` when references to `actions` are not allowed at all (conditions, throttle key). */
+/** `null` when references to `actions` are not allowed at all (conditions, keys, lookup params). */
 type EarlierActions = { earlier: string[]; all: string[]; current?: string } | null;
+
+/** Where a template sits decides what it may read. */
+interface TemplateScope {
+  /** Earlier actions' responses, and `facts`: in action params and forEach templates only. */
+  actions: EarlierActions;
+  /** `item` and `index`: in the params of a forEach action only. */
+  item?: boolean;
+}
+
+const KEYS_ONLY: TemplateScope = { actions: null };
 
 function actionReferenceProblem(segments: Array<string | unknown>, actions: EarlierActions): string | undefined {
   const [, id, field] = segments;
@@ -50,22 +65,28 @@ function actionReferenceProblem(segments: Array<string | unknown>, actions: Earl
   return undefined;
 }
 
-function variableProblems(text: string, actions: EarlierActions): string[] {
-  const allowed = actions === null ? CONTEXT_NAMES : [...CONTEXT_NAMES, 'actions'];
+function allowedNames(scope: TemplateScope): string[] {
+  return [...CONTEXT_NAMES, ...(scope.actions === null ? [] : ['actions', 'facts']), ...(scope.item ? ITEM_NAMES : [])];
+}
+
+function variableProblem(root: string, segments: unknown[], scope: TemplateScope): string | undefined {
+  if (root === 'actions') return actionReferenceProblem(segments, scope.actions);
+  if (root === 'facts' && scope.actions === null) return '"facts" can only be used in action params';
+  if (ITEM_NAMES.includes(root) && !scope.item) return `"${root}" can only be used in the params of an action with "forEach"`;
+  const allowed = allowedNames(scope);
+  return allowed.includes(root) ? undefined : `unknown variable "${root}"; templates can use ${allowed.join(', ')}`;
+}
+
+function variableProblems(text: string, scope: TemplateScope): string[] {
   const problems: string[] = [];
   for (const segments of analyzer.globalVariableSegmentsSync(text)) {
-    const root = String(segments[0]);
-    if (root === 'actions') {
-      const problem = actionReferenceProblem(segments, actions);
-      if (problem !== undefined) problems.push(problem);
-    } else if (!allowed.includes(root)) {
-      problems.push(`unknown variable "${root}"; templates can use ${allowed.join(', ')}`);
-    }
+    const problem = variableProblem(String(segments[0]), segments, scope);
+    if (problem !== undefined) problems.push(problem);
   }
   return problems;
 }
 
-function checkTemplates(value: unknown, at: Segments, actions: EarlierActions, report: Report): void {
+function checkTemplates(value: unknown, at: Segments, scope: TemplateScope, report: Report): void {
   forEachString(value, at, (text, where) => {
     if (!hasTemplate(text)) return;
     try {
@@ -75,8 +96,40 @@ function checkTemplates(value: unknown, at: Segments, actions: EarlierActions, r
       report(where, `invalid template: ${error.message.replace(/^template: /, '')}`);
       return;
     }
-    for (const message of new Set(variableProblems(text, actions))) report(where, message);
+    for (const message of new Set(variableProblems(text, scope))) report(where, message);
   });
+}
+
+function checkForEach(action: RuleAction, at: Segments, actions: EarlierActions, report: Report): void {
+  const source = action.forEach;
+  if (source === undefined) return;
+  if (typeof source === 'string') {
+    if (!hasTemplate(source)) report([...at, 'forEach'], 'must be a fact reference or a template yielding a list, e.g. "{{ event.data.items }}"');
+    else checkTemplates(source, [...at, 'forEach'], { actions }, report);
+  } else if (source.params !== undefined) {
+    // Lookup params render as condition params do: with event, rule and now.
+    checkTemplates(source.params, [...at, 'forEach', 'params'], KEYS_ONLY, report);
+  }
+}
+
+function checkDelay(action: RuleAction, at: Segments, last: boolean, report: Report): void {
+  const duration = action.params.duration;
+  // A template is checked when the step runs: its value is not known here.
+  if (typeof duration === 'string' && !hasTemplate(duration)) {
+    const parsed = parseDuration(duration);
+    if (!parsed.ok) report([...at, 'params', 'duration'], parsed.message);
+  }
+  if (last) report(at, 'a delay must not be the last entry: nothing would run after it');
+}
+
+function checkEntry(action: RuleAction, at: Segments, actions: NonNullable<EarlierActions>, last: boolean, report: Report): void {
+  if (action.type === 'check' && action.conditions !== undefined) {
+    checkConditionTree(action.conditions, [...at, 'conditions'], report);
+    return;
+  }
+  checkTemplates(action.params, [...at, 'params'], { actions, item: action.forEach !== undefined }, report);
+  if (action.type === 'delay') checkDelay(action, at, last, report);
+  if (!isStep(action.type)) checkForEach(action, at, actions, report);
 }
 
 function checkActions(rule: RuleDefinition, report: Report): void {
@@ -84,7 +137,7 @@ function checkActions(rule: RuleDefinition, report: Report): void {
   const earlier: string[] = [];
   rule.actions.forEach((action, index) => {
     const at: Segments = ['actions', index];
-    checkTemplates(action.params, [...at, 'params'], { earlier: [...earlier], all, current: action.id }, report);
+    checkEntry(action, at, { earlier: [...earlier], all, current: action.id }, index === rule.actions.length - 1, report);
     if (action.id === undefined) return;
     if (earlier.includes(action.id)) report([...at, 'id'], `duplicate action id "${action.id}"`);
     else earlier.push(action.id);
@@ -98,15 +151,14 @@ function forEachLeaf(condition: Condition, at: Segments, visit: (leaf: Extract<C
   else visit(condition, at);
 }
 
-function checkConditions(rule: RuleDefinition, report: Report): void {
-  if (rule.conditions === undefined) return;
-  forEachLeaf(rule.conditions, ['conditions'], (leaf, at) => {
-    if (leaf.params !== undefined) checkTemplates(leaf.params, [...at, 'params'], null, report);
+function checkConditionTree(conditions: Condition, at: Segments, report: Report): void {
+  forEachLeaf(conditions, at, (leaf, where) => {
+    if (leaf.params !== undefined) checkTemplates(leaf.params, [...where, 'params'], KEYS_ONLY, report);
     if (leaf.operator !== 'matches' || typeof leaf.value !== 'string') return;
     try {
       new RegExp(leaf.value);
     } catch (error) {
-      report([...at, 'value'], `invalid regular expression: ${(error as Error).message}`);
+      report([...where, 'value'], `invalid regular expression: ${(error as Error).message}`);
     }
   });
 }
@@ -132,9 +184,10 @@ export function semanticProblems(rule: RuleDefinition, file: string, index?: num
   const problems: RuleProblem[] = [];
   const report: Report = (segments, message) => problems.push({ file, path: jsonPath(segments, index), message });
   checkActions(rule, report);
-  checkConditions(rule, report);
-  const key = rule.options?.throttle?.key;
-  if (key !== undefined) checkTemplates(key, ['options', 'throttle', 'key'], null, report);
+  if (rule.conditions !== undefined) checkConditionTree(rule.conditions, ['conditions'], report);
+  const { throttle, debounce } = rule.options ?? {};
+  if (throttle?.key !== undefined) checkTemplates(throttle.key, ['options', 'throttle', 'key'], KEYS_ONLY, report);
+  if (debounce !== undefined) checkTemplates(debounce.key, ['options', 'debounce', 'key'], KEYS_ONLY, report);
   checkSchedule(rule, report);
   return problems;
 }

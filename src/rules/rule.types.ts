@@ -17,12 +17,40 @@ export type Condition =
   | { not: Condition };
 export type TopLevelCondition = { all: Condition[] } | { any: Condition[] } | { not: Condition };
 
+/**
+ * An entry of `actions` (SPEC sections 5 and 11): an action (a request to the
+ * service), or a step of the execution itself: `delay` (params.duration, an
+ * ISO-8601 duration or a template yielding one) or `check` (`conditions`,
+ * evaluated when the execution reaches it).
+ */
 export interface RuleAction {
   id?: string;
-  /** One of the action types of actions/action-types.ts (the rule schema's enum lists them). */
+  /** One of the action types of actions/action-types.ts (the rule schema's enum lists them), or a step type (STEP_TYPES). */
   type: string;
+  /** Absent only on a `check` step. */
   params: Record<string, unknown>;
   continueOnError?: boolean;
+  /** `check` steps only. */
+  conditions?: TopLevelCondition;
+  /** Run the action once per item (actions only). */
+  forEach?: ForEachSource;
+}
+
+/** A fact reference without operator (`{"fact": "tasks", "params": {…}, "path": "$[…]"}`), or a template yielding an array. */
+export type ForEachSource = { fact: string; params?: Record<string, unknown>; path?: string } | string;
+
+/** Entries of `actions` that are steps of the execution, not requests to the service. */
+export const STEP_TYPES = ['delay', 'check'] as const;
+export type StepType = (typeof STEP_TYPES)[number];
+
+export function isStep(type: string): type is StepType {
+  return (STEP_TYPES as readonly string[]).includes(type);
+}
+
+export interface DebounceOptions {
+  seconds: number;
+  /** A template; matched events with the same rendered key collapse into one execution. */
+  key: string;
 }
 
 export interface ThrottleOptions {
@@ -42,7 +70,13 @@ export interface RuleDefinition {
   schedule?: { cron: string; timezone?: string };
   conditions?: TopLevelCondition;
   actions: RuleAction[];
-  options?: { allowSelfTriggered?: boolean; throttle?: ThrottleOptions };
+  options?: {
+    allowSelfTriggered?: boolean;
+    throttle?: ThrottleOptions;
+    /** Event type patterns (as in `on`): one about the same resource cancels this rule's waiting executions. */
+    cancelOn?: string | string[];
+    debounce?: DebounceOptions;
+  };
 }
 
 /** Where a loaded rule came from. */
