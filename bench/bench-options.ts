@@ -40,6 +40,8 @@ export interface BenchOptions {
   postgresUrl: string | undefined;
   postgresRequired: boolean;
   postgresDisabled: boolean;
+  /** `--replicas N`: the end-to-end closed loop on PostgreSQL with 1 … N engine processes (bench-replicas.ts). */
+  replicas: number | undefined;
   /** Write a V8 CPU profile of the engine process (child layout) to this folder. */
   profile: boolean;
   resultsFile: string;
@@ -50,7 +52,8 @@ export class BenchUsageError extends Error {}
 export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|open|backlog|startup|matching[,…]]
                          [--connections N] [--seconds S] [--events N] [--connection keep-alive|per-event|both]
                          [--connection-per-event] [--open-rate N] [--backlog N] [--backlog-measured N]
-                         [--rules N] [--layout child|in-process] [--profile]
+                         [--rules N] [--layout child|in-process] [--profile] [--replicas N]
+--replicas N alone measures only 1 … N replicas on PostgreSQL (add --only … for other parts too)
 environment: BENCH_DURATION_S, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, BENCH_E2E_DURATION_S,
              BENCH_BACKLOG, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
 
@@ -58,7 +61,7 @@ const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'start
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 const KNOWN_FLAGS = [
   'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
-  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile',
+  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas',
 ];
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -139,8 +142,11 @@ export function parseBenchOptions(argv: readonly string[], env: Env): BenchOptio
   if (flags.has('help')) return 'help';
   for (const name of flags.keys()) if (!KNOWN_FLAGS.includes(name)) throw new BenchUsageError(`unknown option --${name}`);
   const quick = flags.has('quick') || env.BENCH_QUICK === '1';
+  const replicas = flags.has('replicas') ? Math.floor(positive('replicas', flags.get('replicas'), 3)) : undefined;
+  const only = flags.get('only') ?? env.BENCH_ONLY;
   const options: BenchOptions = {
-    sections: sections(flags.get('only') ?? env.BENCH_ONLY),
+    sections: replicas !== undefined && only === undefined ? [] : sections(only),
+    replicas,
     quick,
     ...sizes(flags, env, quick),
     connectionModes: connectionModes(flags, quick),

@@ -8,6 +8,7 @@ import { dirname } from 'node:path';
 import type { Paint } from '../src/cli/cli-output.js';
 import { describeLayout } from './bench-engine.js';
 import type { MatchingBenchmark } from './bench-matching.js';
+import { replicaLines } from './bench-replicas.js';
 import type { BenchResults } from './bench-results.js';
 import { backlogLines, closedLoopLines, int, openLoopLines, startupLines } from './bench-tables.js';
 import { judgeTargets, targetLines } from './bench-targets.js';
@@ -43,11 +44,13 @@ export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow
   const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}; ${describeLayout(layout)}; ${load}):`)];
   for (const warning of [loadWarning(m), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));
   lines.push(...closedLoopLines(results.closedLoop, results.options.durationS), ...openLoopLines(results.openLoop, results.options.drainLimitS), ...backlogLines(results.backlog), ...startupLines(results.startup));
+  lines.push(...replicaLines(results.replicas ?? []));
   if (results.matching.length > 0) lines.push(matchingLine(results.matching));
   for (const s of results.skipped) lines.push(paint.yellow(`skipped: ${s}`));
   // In full above (as it happened) and in the JSON; here its start, on one line.
   for (const e of results.errors) lines.push(paint.red(`could not run ${e.part}: ${oneLine(e.message)}`));
-  if (results.targets.length > 0) lines.push('', ...targetLines(results, paint));
+  // A run of --replicas alone measures none of the targets: a table of "not measured" would only hide its own figures.
+  if (results.targets.some((t) => t.verdict !== 'not measured')) lines.push('', ...targetLines(results, paint));
   return lines;
 }
 

@@ -10,6 +10,7 @@ import type { ClosedLoopFigures } from './bench-closed.js';
 import type { OpenLoopFigures } from './bench-e2e.js';
 import type { BenchOptions } from './bench-options.js';
 import type { MatchingBenchmark } from './bench-matching.js';
+import type { ReplicaFigures } from './bench-replicas.js';
 import type { StartupFigures } from './bench-startup.js';
 
 export interface TargetVerdict {
@@ -33,6 +34,8 @@ export interface BenchResults {
   backlog: BacklogFigures[];
   startup: StartupFigures[];
   matching: MatchingBenchmark[];
+  /** `--replicas N`: 1 … N engine processes on one PostgreSQL database (bench-replicas.ts). */
+  replicas?: ReplicaFigures[];
   targets: TargetVerdict[];
   /** Parts not run, and why (e.g. no PostgreSQL server answered). */
   skipped: string[];

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { benchmarkMatching } from './bench-matching.js';
 import { colors, isEntryFile, processContext, type CliContext } from '../src/cli/cli-output.js';
 import { runBacklog } from './bench-backlog.js';
+import { runReplicaCounts } from './bench-replicas.js';
 import { Cleanup } from './bench-cleanup.js';
 import { runClosedLoop, type LoadKind } from './bench-closed.js';
 import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type BenchDatabase, type DatabaseName } from './bench-databases.js';
@@ -124,6 +125,13 @@ async function engineParts(options: BenchOptions, cleanup: Cleanup, cli: CliCont
   for (const rules of wants('startup') ? (options.quick ? [options.startupRules] : [options.startupRules, 1]) : []) {
     await attempt(`start-up with ${rules} rule files`, results, cli, async () => void results.startup.push(await runStartup(ctx, rules)));
   }
+  if (options.replicas !== undefined && !databases.includes('postgres')) results.skipped.push('replicas: they need PostgreSQL');
+  else if (options.replicas !== undefined) {
+    await attempt('replicas', results, cli, async () => void (results.replicas = await runReplicaCounts(ctx, options.replicas!, (count, error) => {
+      cli.stderr(`bench: ${count} replica(s) failed: ${message(error)}`);
+      results.errors.push({ part: `${count} replica(s)`, message: message(error) });
+    })));
+  }
 }
 
 async function matchingPart(options: BenchOptions, ctx: CliContext, results: BenchResults): Promise<void> {
@@ -174,7 +182,7 @@ async function measure(options: BenchOptions, ctx: CliContext): Promise<BenchRes
   const cleanup = new Cleanup();
   const detach = onInterrupt(cleanup, ctx);
   try {
-    if (options.sections.some((s) => s !== 'matching')) {
+    if (options.sections.some((s) => s !== 'matching') || options.replicas !== undefined) {
       await attempt('the engine benchmarks', results, ctx, () => engineParts(options, cleanup, ctx, results));
     }
     await cleanup.runAll(ctx.stderr);
