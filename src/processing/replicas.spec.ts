@@ -1,5 +1,7 @@
+import { ActionRunEntity } from '../database/action-run.entity.js';
 import { queryRows } from '../database/sql.js';
 import { Metrics } from '../observability/metrics.js';
+import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
@@ -85,15 +87,32 @@ describe.each(kinds)(`${Replicas.name} on $name`, (kind) => {
       expect(await b.replica.beat()).toEqual([expect.objectContaining({ replica: a.replica.id, events: 1 })]);
     });
 
+    it('stops a create it held from holding back events of its scope (causal barrier) as soon as it is declared dead', async () => {
+      const run = await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:A' }, core.runner.leaseMs);
+      await core.db.write((m) => m.update(ActionRunEntity, { id: run }, { leaseOwner: a.queue.owner }));
+      await writeUnseen(core.writer, 'new-task-in-A', 'task:9', { project_id: 'A' });
+      expect(await b.queue.claimEvents(10)).toEqual([]);
+      await heartbeatStops(b);
+      expect(await b.queue.claimEvents(10)).toEqual([]);
+      expect(await b.replica.beat()).toEqual([{ replica: a.replica.id, events: 0, actionRuns: 1 }]);
+      expect((await b.queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['new-task-in-A']);
+    });
+
     it('declares a stale replica dead exactly once when two survivors see it at the same time', async () => {
       await aHoldsWork();
       const c = aProcess();
       await c.replica.register();
-      await heartbeatStops(b, c);
+      await b.replica.beat();
+      await c.replica.beat();
+      // Halfway, each survivor sees the other's heartbeat move (so neither can take the other below).
+      core.clock.advance(DEAD_AFTER_MS / 2);
+      for (const survivor of [b, c, b]) await survivor.replica.beat();
+      core.clock.advance(DEAD_AFTER_MS / 2);
       const [byB, byC] = await Promise.all([b.replica.beat(), c.replica.beat()]);
       expect([...byB, ...byC]).toEqual([{ replica: a.replica.id, events: 1, actionRuns: 1 }]);
-      core.clock.advance(DEAD_AFTER_MS);
-      expect([...(await b.replica.beat()), ...(await c.replica.beat())]).toEqual([]);
+      expect(await row(a.replica.id)).toMatchObject({ dead_at: core.clock.now().toISOString() });
+      expect(await row(b.replica.id)).toMatchObject({ dead_at: null });
+      expect(await row(c.replica.id)).toMatchObject({ dead_at: null });
     });
 
     it('does not take over a replica that stopped gracefully', async () => {

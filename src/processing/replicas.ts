@@ -138,7 +138,7 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
     this.timer.unref();
   }
 
-  /** A beat that fails (the database is down) is said once, not every second; the next one tries again. */
+  /** A beat that fails (the database is down) is said once, not every second; the next one tries again, judging no one until its wait is over again. */
   private async beatOrSayWhy(): Promise<void> {
     try {
       await this.beat();
@@ -146,6 +146,7 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
     } catch (error) {
       if (!this.failing) this.logger.warn({ msg: 'heartbeat failed; trying again', replica: this.id, error: (error as Error).message });
       this.failing = true;
+      this.watch.forget();
     }
   }
 

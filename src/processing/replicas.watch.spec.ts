@@ -34,6 +34,15 @@ describe(HeartbeatWatch.name, () => {
     });
   });
 
+  it('judges no one for the whole dead-after time after it is told to forget (this process could not reach the database either)', () => {
+    const watch = new HeartbeatWatch(5_000);
+    watch.stale([beat('a', 't1')], 0);
+    watch.forget();
+    expect(watch.stale([beat('a', 't1')], 6_000)).toEqual([]);
+    expect(watch.stale([beat('a', 't1')], 10_999)).toEqual([]);
+    expect(watch.stale([beat('a', 't1')], 11_000)).toEqual([beat('a', 't1')]);
+  });
+
   it('forgets a replica that is no longer listed (taken over, or stopped), and watches it afresh when it comes back', () => {
     const watch = new HeartbeatWatch(5_000);
     watch.stale([beat('a', 't1')], 0);

@@ -57,4 +57,14 @@ export class HeartbeatWatch {
     for (const id of [...this.seen.keys()]) if (!present.has(id)) this.seen.delete(id);
     return stale;
   }
+
+  /**
+   * Starts every wait again. After this process could not reach the database
+   * itself, a heartbeat that did not move says nothing: the others could not
+   * write theirs either (a database restart would otherwise end with every
+   * replica declaring every other dead).
+   */
+  forget(): void {
+    this.seen.clear();
+  }
 }
