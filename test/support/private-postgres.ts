@@ -3,7 +3,9 @@
  * server under a running engine: the machine's server on 5432 is shared by the
  * other suites (and other runs), and restarting it would fail them.
  *
- *   const server = await PrivatePostgres.create('postgres restart');  // undefined: skipped (said why)
+ *   const runnable = PrivatePostgres.canRun('postgres restart');      // false: skipped (said why)
+ *   beforeAll(async () => (server = await PrivatePostgres.create()));
+ *   afterAll(() => server?.remove());
  *   const url = await server.createDatabase();                        // postgres://postgres@127.0.0.1:<port>/engine_<n>
  *   await server.stop('fast');  await server.start();                 // a restart, same port and data
  *   await server.remove();                                            // stopped at once, folder deleted
@@ -14,9 +16,12 @@
  * root, so as root (CI) the binaries run as the `postgres` OS user through
  * runuser, and the folder is handed to that user. Without the binaries (or,
  * as root, without that user) the suite is skipped and says so, or fails with
- * REQUIRE_POSTGRES=1 (as databases.ts does for the shared server).
+ * REQUIRE_POSTGRES=1 (as databases.ts does for the shared server). A server
+ * that its test never removed (a suite that failed to load, a killed run) is
+ * stopped by a watchdog once the test process is gone (an exit handler would
+ * not do: jest's sandbox never calls it, and a SIGKILL skips it).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -94,20 +99,25 @@ export class PrivatePostgres {
   }
 
   /**
-   * A new cluster, started; undefined when
-   * this machine cannot run one (skipped, said on stderr), or an Error under
-   * REQUIRE_POSTGRES=1.
+   * True when this machine can run a private server; else says on stderr that
+   * `suite` is skipped, or throws under REQUIRE_POSTGRES=1.
    */
-  static async create(suite: string): Promise<PrivatePostgres | undefined> {
+  static canRun(suite: string): boolean {
     const found = binaries();
-    if (typeof found === 'string') {
-      if (process.env.REQUIRE_POSTGRES === '1') throw new Error(`a private PostgreSQL server is required (REQUIRE_POSTGRES=1) for "${suite}", but ${found}`);
-      process.stderr.write(`\n  SKIPPED: "${suite}": cannot run a private PostgreSQL server: ${found}\n\n`);
-      return undefined;
-    }
+    if (typeof found !== 'string') return true;
+    if (process.env.REQUIRE_POSTGRES === '1') throw new Error(`a private PostgreSQL server is required (REQUIRE_POSTGRES=1) for "${suite}", but ${found}`);
+    process.stderr.write(`\n  SKIPPED: "${suite}": cannot run a private PostgreSQL server: ${found}\n\n`);
+    return false;
+  }
+
+  /** A new cluster, started (check `canRun` first). */
+  static async create(): Promise<PrivatePostgres> {
+    const found = binaries();
+    if (typeof found === 'string') throw new Error(`cannot run a private PostgreSQL server: ${found}`);
     const dir = mkdtempSync(join(tmpdir(), 'engine-private-pg-'));
     if (found.asUser) chownSync(dir, found.asUser.uid, found.asUser.gid);
     const server = new PrivatePostgres(found, dir, await freePort());
+    server.watchdog();
     try {
       await server.pg('initdb', '-D', server.dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync');
       await server.start();
@@ -116,6 +126,14 @@ export class PrivatePostgres {
       throw error;
     }
     return server;
+  }
+
+  /** A detached shell that stops the server and deletes its folder once this process has gone, unless the folder went first (remove()). */
+  private watchdog(): void {
+    const [command, argv] = this.command('pg_ctl', '-D', this.dataDir, '-m', 'immediate', '-w', 'stop');
+    const stop = [command, ...argv].map((word) => `'${word}'`).join(' ');
+    const script = `while kill -0 ${process.pid} 2>/dev/null && [ -d '${this.dir}' ]; do sleep 1; done; if [ -d '${this.dir}' ]; then ${stop}; rm -rf '${this.dir}'; fi`;
+    spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' }).unref();
   }
 
   private get dataDir(): string {
@@ -154,10 +172,15 @@ export class PrivatePostgres {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** Runs one of the server's programs, as the `postgres` OS user when this process is root. */
-  private async pg(tool: string, ...args: string[]): Promise<void> {
+  /** A command line for one of the server's programs, as the `postgres` OS user when this process is root. */
+  private command(tool: string, ...args: string[]): [string, string[]] {
     const program = join(this.tools.bin, tool);
-    const [command, argv] = this.tools.asUser ? ['runuser', ['-u', OS_USER, '--', program, ...args]] : [program, args];
+    return this.tools.asUser ? ['runuser', ['-u', OS_USER, '--', program, ...args]] : [program, args];
+  }
+
+  /** Runs one of the server's programs. */
+  private async pg(tool: string, ...args: string[]): Promise<void> {
+    const [command, argv] = this.command(tool, ...args);
     try {
       // From a folder the postgres user can enter (it cannot enter root's working directory on every machine).
       await run(command, argv, { cwd: this.dir, timeout: (PG_CTL_WAIT_S + 10) * 1000 });
