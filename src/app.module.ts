@@ -3,9 +3,11 @@ import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ActionRunner } from './processing/action-runner.js';
+import { StepRunner } from './processing/step-runner.js';
 import { ServiceClient } from './actions/service-client.js';
 import { AdminActionsController } from './admin/admin-actions.controller.js';
 import { AdminActionsService } from './admin/admin-actions.service.js';
+import { AdminExecutionsService } from './admin/admin-executions.service.js';
 import { AdminEventsController } from './admin/admin-events.controller.js';
 import { AdminExecutionsController } from './admin/admin-executions.controller.js';
 import { AdminRulesController } from './admin/admin-rules.controller.js';
@@ -82,6 +84,7 @@ const SERVICES = [
   RunRequests,
   ExecutionProgress,
   ActionRunner,
+  StepRunner,
   Workers,
   Schedules,
   Retention,
@@ -91,6 +94,7 @@ const SERVICES = [
   AdminQueryService,
   AdminRulesService,
   AdminActionsService,
+  AdminExecutionsService,
   AdminOverviewService,
   AdminEventContextService,
   AdminReplicasService,

@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   rule_defined_in_file: 409,
   rule_id_taken: 409,
   not_retryable: 409,
+  not_waiting: 409,
   payload_too_large: 413,
   webhook_secret_not_configured: 503,
   shutting_down: 503,

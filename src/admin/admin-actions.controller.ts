@@ -18,7 +18,7 @@ export class AdminActionsController {
 
   @Get()
   @AdminRoute('Action runs, newest first (status=failed: the dead ones)', 200, Paged('ActionRun'))
-  @ListQueries(['status', 'pending, running, succeeded, retrying, failed or skipped'])
+  @ListQueries(['status', 'pending, running, succeeded, retrying, failed, skipped or cancelled'])
   list(@Query() query: Record<string, string | undefined>) {
     return this.queries.listActionRuns(query, parseLimit(query.limit));
   }

@@ -6,7 +6,7 @@ import { CLOCK, type Clock } from '../clock.js';
 import { ActionRunEntity, type ActionRunStatus } from '../database/action-run.entity.js';
 import { DomainError } from '../errors.js';
 import { EventEntity } from '../database/event.entity.js';
-import { ExecutionEntity, type ExecutionStatus } from '../database/execution.entity.js';
+import { EXECUTION_STATUSES, ExecutionEntity } from '../database/execution.entity.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import { eventWhere, parseEventFilter } from './event-filter.js';
@@ -14,8 +14,7 @@ import { whyWaiting } from './event-waiting.js';
 import { decodeCursor, toPage, type Page } from './pagination.js';
 import { actionRunView, eventSummary, executionView, parsed } from './views.js';
 
-const EXECUTION_STATUSES: ExecutionStatus[] = ['running', 'succeeded', 'failed', 'throttled', 'skipped'];
-const RUN_STATUSES: ActionRunStatus[] = ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped'];
+const RUN_STATUSES: ActionRunStatus[] = ['pending', 'running', 'succeeded', 'retrying', 'failed', 'skipped', 'cancelled'];
 
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
 const isPair = (v: unknown): v is [string, string] =>
@@ -63,6 +62,8 @@ export class AdminQueryService {
       payload,
       rules: [...((parsed(event.explanation) as Array<{ rule: string }> | null) ?? []), ...this.excludedBefore(event, payload)],
       executions: executions.map((x) => executionView(x, runs)),
+      // The waiting executions it cancelled (options.cancelOn).
+      cancelled: parsed(event.cancelled) ?? [],
       // While it waits, why (the same reasons as /context): e.g. the creating runs the causal barrier holds it for.
       waiting: await whyWaiting(this.events.manager, event, this.clock.now()),
     };
@@ -90,7 +91,7 @@ export class AdminQueryService {
   async listExecutions(filter: { rule?: string; status?: string; cursor?: string }, limit: number): Promise<Page<unknown>> {
     const base: FindOptionsWhere<ExecutionEntity> = {};
     if (filter.rule) base.ruleId = filter.rule;
-    const status = checkStatus(filter.status, EXECUTION_STATUSES);
+    const status = checkStatus(filter.status, [...EXECUTION_STATUSES]);
     if (status) base.status = status;
     const after = decodeCursor(filter.cursor, isPair);
     // Keyset pagination on (created_at, id), newest first.

@@ -46,6 +46,8 @@ export function actionRunView(r: ActionRunEntity) {
     error: r.errorCode === null ? null : { code: r.errorCode, message: r.errorMessage },
     created_at: r.createdAt,
     updated_at: r.updatedAt,
+    item_index: r.itemIndex,
+    item: r.item === null ? null : parsed(r.item),
   };
 }
 
@@ -60,8 +62,17 @@ export function executionView(x: ExecutionEntity, runs?: ActionRunEntity[]) {
     conditions: parsed(x.conditions),
     created_at: x.createdAt,
     finished_at: x.finishedAt,
+    resume_at: x.resumeAt,
+    cancelled_by: x.cancelledBy,
+    debounce_key: x.debounceKey,
+    debounced_into: x.debouncedInto,
     ...(runs
-      ? { actions: runs.filter((r) => r.executionId === x.id).sort((a, b) => a.position - b.position).map(actionRunView) }
+      ? { actions: runs.filter((r) => r.executionId === x.id).sort(byPositionThenItem).map(actionRunView) }
       : {}),
   };
+}
+
+/** An execution's runs in the order of its rule's entries; a forEach's expansion before its items, the items by index. */
+function byPositionThenItem(a: ActionRunEntity, b: ActionRunEntity): number {
+  return a.position - b.position || (a.itemIndex ?? -1) - (b.itemIndex ?? -1);
 }

@@ -1,6 +1,6 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
-export type ActionRunStatus = 'pending' | 'running' | 'succeeded' | 'retrying' | 'failed' | 'skipped';
+export type ActionRunStatus = 'pending' | 'running' | 'succeeded' | 'retrying' | 'failed' | 'skipped' | 'cancelled';
 
 /**
  * One action of one execution. Its `id` is the Idempotency-Key of every attempt,
@@ -80,4 +80,11 @@ export class ActionRunEntity {
 
   @Column({ name: 'updated_at', type: 'varchar', length: 30 })
   updatedAt!: string;
+
+  /** One item of a `forEach` action: its index, and the item as JSON (`item`/`index` in its templates). */
+  @Column({ name: 'item_index', type: 'integer', nullable: true })
+  itemIndex!: number | null;
+
+  @Column({ type: 'text', nullable: true })
+  item!: string | null;
 }

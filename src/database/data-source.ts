@@ -23,6 +23,7 @@ import { LeaseIndexes1764600000000 } from './migrations/1764600000000-lease-inde
 import { CausalScopes1764700000000 } from './migrations/1764700000000-causal-scopes.js';
 import { Replicas1764800000000 } from './migrations/1764800000000-replicas.js';
 import { SharedRateBudget1764900000000 } from './migrations/1764900000000-shared-rate-budget.js';
+import { TimeAndSets1765000000000 } from './migrations/1765000000000-time-and-sets.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -37,6 +38,7 @@ export const MIGRATIONS = [
   CausalScopes1764700000000,
   Replicas1764800000000,
   SharedRateBudget1764900000000,
+  TimeAndSets1765000000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -1,7 +1,7 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 
 export type EventStatus = 'received' | 'processed' | 'ignored' | 'failed' | 'loop_blocked';
-export type EventSource = 'webhook' | 'admin' | 'schedule' | 'replay';
+export type EventSource = 'webhook' | 'admin' | 'schedule' | 'replay' | 'engine';
 
 /**
  * One accepted event. `seq` orders events as received (the queue and the
@@ -54,6 +54,10 @@ export class EventEntity {
 
   @Column({ name: 'scope_parent', type: 'varchar', length: 300, nullable: true })
   scopeParent!: string | null;
+
+  /** JSON `[{execution, rule}]`: the waiting executions this event cancelled (`options.cancelOn`). */
+  @Column({ type: 'text', nullable: true })
+  cancelled!: string | null;
 
   @Column({ name: 'replay_of', type: 'varchar', length: 255, nullable: true })
   replayOf!: string | null;

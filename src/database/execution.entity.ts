@@ -1,6 +1,8 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
-export type ExecutionStatus = 'running' | 'succeeded' | 'failed' | 'throttled' | 'skipped';
+export type ExecutionStatus = 'running' | 'succeeded' | 'failed' | 'throttled' | 'skipped' | 'waiting' | 'stopped' | 'cancelled' | 'debounced';
+
+export const EXECUTION_STATUSES: readonly ExecutionStatus[] = ['running', 'succeeded', 'failed', 'throttled', 'skipped', 'waiting', 'stopped', 'cancelled', 'debounced'];
 
 /** One rule that matched one event, with the actions it had at that moment. */
 @Entity('executions')
@@ -47,4 +49,24 @@ export class ExecutionEntity {
 
   @Column({ name: 'finished_at', type: 'varchar', length: 30, nullable: true })
   finishedAt!: string | null;
+
+  /** While `waiting`: when its delay ends (SPEC 11). */
+  @Column({ name: 'resume_at', type: 'varchar', length: 30, nullable: true })
+  resumeAt!: string | null;
+
+  /** `cancelled`: the id of the event that cancelled it (`admin` when an operator did). */
+  @Column({ name: 'cancelled_by', type: 'varchar', length: 255, nullable: true })
+  cancelledBy!: string | null;
+
+  /** The rendered `options.debounce.key`. */
+  @Column({ name: 'debounce_key', type: 'varchar', length: 300, nullable: true })
+  debounceKey!: string | null;
+
+  /** `debounced`: the execution that ran instead (the one of the last event). */
+  @Column({ name: 'debounced_into', type: 'varchar', length: 36, nullable: true })
+  debouncedInto!: string | null;
+
+  /** JSON: the values of the facts the rule's conditions used (`facts.<name>` in templates). */
+  @Column({ type: 'text', nullable: true })
+  facts!: string | null;
 }

@@ -26,6 +26,7 @@ import { statementsOf } from '../database/statements.js';
 import { handBackForBudget } from './budget-wait.js';
 import { ExecutionProgress, loadExecution, saveProvenance } from './execution-progress.js';
 import { RunRequests } from './run-request.js';
+import { StepRunner } from './step-runner.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
@@ -46,6 +47,7 @@ export class ActionRunner {
     private readonly db: Database,
     private readonly requests: RunRequests,
     private readonly progress: ExecutionProgress,
+    private readonly steps: StepRunner,
     @Optional() queue?: WorkQueue,
   ) {
     this.starting = 0;
@@ -88,6 +90,8 @@ export class ActionRunner {
     let result: AttemptOutcome | NoSlot;
     try {
       loaded = execution ?? (await loadExecution(statementsOf(this.db.manager), claim));
+      // A delay, a check or a forEach's expansion sends nothing of its own and takes no slot (step-runner.ts).
+      if (this.steps.handles(claim, loaded)) return await this.steps.perform(claim, leaseOwner, loaded);
       result = await this.attempt(claim, loaded, taken);
     } finally {
       taken();
@@ -108,8 +112,8 @@ export class ActionRunner {
     await this.progress.record(claim, leaseOwner, result, this.nowIso());
   }
 
-  private async attempt(claim: ClaimedActionRun, { rule }: LoadedExecution, taken: () => void): Promise<AttemptOutcome | NoSlot> {
-    const rendered = await this.requests.requestFor(claim, rule);
+  private async attempt(claim: ClaimedActionRun, execution: LoadedExecution, taken: () => void): Promise<AttemptOutcome | NoSlot> {
+    const rendered = await this.requests.requestFor(claim, execution);
     if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
     const request = rendered.request;
     if (this.config.dryRun) {

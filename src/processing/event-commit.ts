@@ -17,15 +17,12 @@ import { randomUUID } from 'node:crypto';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import type { Metrics } from '../observability/metrics.js';
-import { touchedResource } from '../actions/action-types.js';
-import { renderActionRequest } from '../actions/request-renderer.js';
-import type { EventEnvelope } from '../intake/envelope.js';
-import { templateContext } from '../rules/template-context.js';
-import { saveProvenance } from './execution-progress.js';
 import { BatchedStatements, unnestOf, type Batched } from './batched-statements.js';
-import { actionRunId } from './new-action-run.js';
+import { emitLoopBlocked } from './engine-events.js';
+import { FIRST_RUN_COLUMNS, FIRST_RUN_TYPES, firstEntryOf, INSERT_FIRST_RUN, insertFirstRun, type FirstEntry } from './first-entry.js';
+import { cancelWaitingFor, debounceEarlier } from './waiting.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
-import type { ClaimedActionRun, ClaimedEvent, CreatedRun, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
+import type { ClaimedEvent, CreatedRun, HandOff, LoadedExecution, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 const FINISH_EVENT = `
   UPDATE events SET status = ?, depth = ?, self_caused = ?, error = ?, processed_at = ?, attempts = ?,
@@ -33,12 +30,8 @@ const FINISH_EVENT = `
   WHERE seq = ? AND lease_owner = ? AND status = 'received'`;
 const INSERT_EXECUTION = `
   INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, error,
-                          throttle_key, created_at, finished_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`;
-const INSERT_RUN = `
-  INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
-                           attempts, next_attempt_at, lease_owner, lease_until, request, created_at, updated_at, scope_kind, scope_parent)
-  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+                          throttle_key, created_at, finished_at, resume_at, debounce_key, facts)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`;
 const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
@@ -61,18 +54,16 @@ const FINISH_MANY = `
   WHERE e.seq = t.seq AND e.lease_owner = ? AND e.status = 'received'
   RETURNING e.seq`;
 
-const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at'];
-const RUN_COLUMNS = ['id', 'execution_id', 'event_seq', 'resource_key', 'rule_id', 'action_id', 'type', 'status', 'attempts', 'next_attempt_at', 'lease_owner', 'lease_until', 'request', 'created_at', 'updated_at', 'scope_kind', 'scope_parent'];
+const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];
 const text = (n: number) => Array<string>(n).fill('text');
 const BATCHED = new Map<string, Batched>([
   [INSERT_EXECUTION, {
-    types: [...text(1), 'int', ...text(9)],
-    text: `INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')}) SELECT * FROM ${unnestOf(EXECUTION_COLUMNS, [...text(1), 'int', ...text(9)])}`,
+    types: [...text(1), 'int', ...text(12)],
+    text: `INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')}) SELECT * FROM ${unnestOf(EXECUTION_COLUMNS, [...text(1), 'int', ...text(12)])}`,
   }],
-  [INSERT_RUN, {
-    types: [...text(2), 'int', ...text(5), 'int', ...text(8)],
-    text: `INSERT INTO action_runs (${RUN_COLUMNS.join(', ')}, position)
-           SELECT *, 0 FROM ${unnestOf(RUN_COLUMNS, [...text(2), 'int', ...text(5), 'int', ...text(8)])}`,
+  [INSERT_FIRST_RUN, {
+    types: FIRST_RUN_TYPES,
+    text: `INSERT INTO action_runs (${FIRST_RUN_COLUMNS.join(', ')}) SELECT * FROM ${unnestOf(FIRST_RUN_COLUMNS, FIRST_RUN_TYPES)}`,
   }],
   [SAVE_SNAPSHOT, {
     types: ['text', 'text', 'int', 'text'],
@@ -110,9 +101,10 @@ export class EventCommit {
    * otherwise event by event, in order (a throttle counts what came before).
    */
   async commitAll(sql: Statements, prepared: PreparedEvent[], owner: string, now: string, handOff?: HandOff): Promise<CreatedRun[]> {
-    const throttles = prepared.some((p) => p.verdict.matched.some((m) => m.rule.definition.options?.throttle));
+    // A throttle counts, a debounce and a cancel-on look at what came before: those batches go event by event.
+    const ordered = prepared.some((p) => (p.cancels?.length ?? 0) > 0 || p.verdict.matched.some((m) => m.rule.definition.options?.throttle || m.rule.definition.options?.debounce));
     const runs: CreatedRun[] = [];
-    if (this.kind === 'sqlite' || throttles || prepared.length === 1) {
+    if (this.kind === 'sqlite' || ordered || prepared.length === 1) {
       for (const p of prepared) runs.push(...(await this.commit(sql, p, owner, now, handOff)));
       return runs;
     }
@@ -144,16 +136,24 @@ export class EventCommit {
   }
 
   /** What a finished event created: its executions, their first runs, its resource's snapshot. */
-  private async record(sql: Statements, { claim, verdict, resource, envelope }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+  private async record(sql: Statements, { claim, verdict, resource, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs: CreatedRun[] = [];
+    if (cancels && cancels.length > 0) await cancelWaitingFor(sql, claim, cancels, now);
+    if (verdict.status === 'loop_blocked') await emitLoopBlocked(sql, claim, verdict.position.depth, now);
     for (const execution of executions) {
-      await this.insertExecution(sql, claim, execution, now);
+      const start = firstEntryOf(execution, envelope, now, this.dryRun);
+      if (start.debounceKey !== null) await debounceEarlier(sql, this.kind, execution.match.rule.id, start.debounceKey, execution.id, now);
+      await this.insertExecution(sql, claim, execution, start, now);
       this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
       if (execution.throttled) continue;
-      const lease = handOff && handOff.room > 0 ? handOff : undefined;
+      const loaded: LoadedExecution = {
+        id: execution.id, eventSeq: claim.seq, eventId: claim.event_id, ruleId: execution.match.rule.id, rule: execution.snapshot,
+        eventType: claim.type, eventDepth: verdict.position.depth, facts: execution.match.facts,
+      };
+      // A run that waits is not handed over: it is claimed when due.
+      const lease = handOff && handOff.room > 0 && start.resumeAt === null ? handOff : undefined;
       if (lease) lease.room--;
-      const run = await this.insertFirstRun(sql, claim, execution, now, { handOff: lease, envelope });
-      const loaded = { id: execution.id, eventSeq: claim.seq, eventId: claim.event_id, ruleId: execution.match.rule.id, rule: execution.snapshot };
+      const run = await insertFirstRun(sql, claim, loaded, start, now, lease);
       runs.push({ run, execution: loaded, leased: lease !== undefined });
     }
     if (claim.resource_key && resource) {
@@ -183,38 +183,13 @@ export class EventCommit {
   }
 
 
-  private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled, snapshot }: NewExecution, now: string) {
+  private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled, snapshot }: NewExecution, start: FirstEntry, now: string) {
+    const status = throttled ? 'throttled' : start.resumeAt !== null ? 'waiting' : 'running';
     await sql.run(INSERT_EXECUTION, [
-      id, claim.seq, claim.event_id, match.rule.id, match.rule.version, throttled ? 'throttled' : 'running',
+      id, claim.seq, claim.event_id, match.rule.id, match.rule.version, status,
       JSON.stringify(match.evaluation.conditions), JSON.stringify(snapshot), match.throttleKey, now, throttled ? now : null,
+      throttled ? null : start.resumeAt, start.debounceKey, match.facts === undefined ? null : JSON.stringify(match.facts),
     ]);
-  }
-
-  private async insertFirstRun(
-    sql: Statements,
-    claim: ClaimedEvent,
-    { id, match, snapshot }: NewExecution,
-    now: string,
-    { handOff, envelope }: { handOff?: HandOff; envelope?: EventEnvelope },
-  ): Promise<ClaimedActionRun> {
-    const action = snapshot.actions[0];
-    const run: ClaimedActionRun = {
-      id: actionRunId(claim.event_id, match.rule.id, 0), execution_id: id, event_seq: claim.seq, resource_key: claim.resource_key,
-      rule_id: match.rule.id, position: 0, action_id: action.id ?? null, type: action.type, attempts: handOff ? 1 : 0, request: null,
-    };
-    const rendered = envelope && renderActionRequest(action, templateContext(snapshot, envelope, new Date(now)), `${snapshot.id}@${snapshot.version}#0`);
-    // A request that cannot be rendered is left to the runner, which records why it failed.
-    if (rendered && rendered.ok) run.request = JSON.stringify(rendered.request);
-    // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
-    const scope = rendered && rendered.ok && !this.dryRun ? rendered.request.createsIn : undefined;
-    await sql.run(INSERT_RUN, [
-      run.id, id, claim.seq, claim.resource_key, match.rule.id, run.action_id, run.type, handOff ? 'running' : 'pending',
-      run.attempts, now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now, scope?.kind ?? null, scope?.parent ?? null,
-    ]);
-    if (rendered && rendered.ok && rendered.request.targetId !== undefined && !this.dryRun) {
-      await saveProvenance(sql, run, touchedResource(run.type, rendered.request, null), now);
-    }
-    return run;
   }
 }
 
@@ -233,7 +208,10 @@ function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecuti
 }
 
 function snapshotOf({ rule }: VerdictMatch): RuleSnapshot {
-  return { id: rule.id, name: rule.definition.name, version: rule.version, timezone: rule.definition.schedule?.timezone, actions: rule.definition.actions };
+  const snapshot: RuleSnapshot = { id: rule.id, name: rule.definition.name, version: rule.version, timezone: rule.definition.schedule?.timezone, actions: rule.definition.actions };
+  const debounce = rule.definition.options?.debounce;
+  if (debounce) snapshot.debounceSeconds = debounce.seconds;
+  return snapshot;
 }
 
 /** The explanation as stored: each matched rule names its execution, and a throttled one says so. */

@@ -16,12 +16,13 @@ import { type EventEnvelope } from '../intake/envelope.js';
 import { safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
+import { factsUsedBy } from '../rules/facts-used.js';
 import { evaluateEvent } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit } from './event-commit.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
-import { throttleKey } from './throttle.js';
+import { debounceKey, throttleKey } from './throttle.js';
 import type { ClaimedEvent, CreatedRun, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 /** What the engine knows of the resources a batch is about: their last version, and which engine action touched them. */
@@ -102,7 +103,8 @@ export class EventProcessor {
       const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
       verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
     }
-    return { claim, verdict, resource, envelope };
+    const cancels = claim.resource_key === null ? [] : this.registry.cancellersOf(claim.type);
+    return { claim, verdict, resource, envelope, ...(cancels.length > 0 ? { cancels } : {}) };
   }
 
   /**
@@ -121,19 +123,25 @@ export class EventProcessor {
     const facts = new EventFacts(envelope, { changes, now, lookups });
     const { evaluations } = await evaluateEvent(this.registry.index, envelope, facts, { selfCaused: position.selfCaused });
     const explanation = evaluations.map(({ rule, ...evaluation }): RuleExplanation => ({ ...evaluation, rule: rule.id }));
-    const matched = evaluations
-      .filter((evaluation) => evaluation.outcome === 'matched')
-      .map((evaluation): VerdictMatch => ({ rule: evaluation.rule, evaluation, throttleKey: this.keyFor(evaluation.rule, envelope, now) }));
+    const matched: VerdictMatch[] = [];
+    for (const evaluation of evaluations) {
+      if (evaluation.outcome !== 'matched') continue;
+      const rule = evaluation.rule;
+      const match: VerdictMatch = { rule, evaluation, throttleKey: this.keyFor('throttle', throttleKey, rule, envelope, now) };
+      if (rule.definition.options?.debounce) match.debounceKey = this.keyFor('debounce', debounceKey, rule, envelope, now);
+      if (readsFacts(rule)) match.facts = await factsUsedBy(rule, facts);
+      matched.push(match);
+    }
     if (lookups.failed) return this.retryOrFail(claim, position, explanation, lookups.failed.message);
     return { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched };
   }
 
-  private keyFor(rule: LoadedRule, envelope: EventEnvelope, now: Date): string | null {
+  private keyFor(what: string, render: typeof throttleKey, rule: LoadedRule, envelope: EventEnvelope, now: Date): string | null {
     try {
-      return throttleKey(rule, envelope, now);
+      return render(rule, envelope, now);
     } catch (error) {
-      // An unrenderable key throttles nothing; the rule still runs and the log says why.
-      this.logger.warn({ msg: 'throttle key could not be rendered', rule: rule.id, error: (error as Error).message });
+      // An unrenderable key throttles (or debounces) nothing; the rule still runs and the log says why.
+      this.logger.warn({ msg: `${what} key could not be rendered`, rule: rule.id, error: (error as Error).message });
       return null;
     }
   }
@@ -151,4 +159,13 @@ function resourceOf(envelope: EventEnvelope, resourceKey: string | null): Record
   if (!resourceKey) return undefined;
   const kind = resourceKey.slice(0, resourceKey.indexOf(':'));
   return envelope.data?.[kind] as Record<string, unknown> | undefined;
+}
+
+const readsFactsCache = new WeakMap<LoadedRule, boolean>();
+
+/** Whether the rule's actions read `facts.<name>`: only then are the facts' values kept with its executions. */
+function readsFacts(rule: LoadedRule): boolean {
+  let reads = readsFactsCache.get(rule);
+  if (reads === undefined) readsFactsCache.set(rule, (reads = /\bfacts\b/.test(JSON.stringify(rule.definition.actions))));
+  return reads;
 }

@@ -9,11 +9,13 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { touchedResource } from '../actions/action-types.js';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
+import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
-import { newActionRun } from './new-action-run.js';
+import { emitActionRunFailed } from './engine-events.js';
+import { advanceExecution } from './execution-steps.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
@@ -25,7 +27,9 @@ interface Outcome {
   loaded?: LoadedExecution;
 }
 
-const LOAD_EXECUTION = 'SELECT id, event_seq, event_id, rule_id, rule_snapshot FROM executions WHERE id = ?';
+const LOAD_EXECUTION = `
+  SELECT x.id, x.event_seq, x.event_id, x.rule_id, x.rule_snapshot, x.facts, e.type AS event_type, e.depth
+  FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ?`;
 const RECORD_OUTCOME = `
   UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = ?,
                          response_status = ?, response = ?, error_code = ?, error_message = ?
@@ -35,19 +39,16 @@ const SAVE_PROVENANCE = `
   VALUES (?, COALESCE((SELECT depth FROM events WHERE seq = ?), 0), ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
-const INSERT_RUN = `
-  INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
-                           attempts, next_attempt_at, created_at, updated_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)`;
-const COUNT_FAILED = `SELECT COUNT(*) AS n FROM action_runs WHERE execution_id = ? AND status = 'failed'`;
-const FINISH_EXECUTION = 'UPDATE executions SET status = ?, finished_at = ?, error = ? WHERE id = ?';
 
-export async function loadExecution(sql: Statements, claim: ClaimedActionRun): Promise<LoadedExecution> {
-  const [row] = await sql.rows<{ id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string }>(
-    LOAD_EXECUTION, [claim.execution_id],
-  );
+export async function loadExecution(sql: Statements, claim: Pick<ClaimedActionRun, 'id' | 'execution_id'>): Promise<LoadedExecution> {
+  const [row] = await sql.rows<{
+    id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string; facts: string | null; event_type: string; depth: number;
+  }>(LOAD_EXECUTION, [claim.execution_id]);
   if (!row) throw new Error(`execution ${claim.execution_id} of action run ${claim.id} is missing`);
-  return { id: row.id, eventSeq: Number(row.event_seq), eventId: row.event_id, ruleId: row.rule_id, rule: JSON.parse(row.rule_snapshot) as RuleSnapshot };
+  return {
+    id: row.id, eventSeq: Number(row.event_seq), eventId: row.event_id, ruleId: row.rule_id, rule: JSON.parse(row.rule_snapshot) as RuleSnapshot,
+    eventType: row.event_type, eventDepth: Number(row.depth), facts: row.facts === null ? undefined : (JSON.parse(row.facts) as Record<string, unknown>),
+  };
 }
 
 /** The resource an action created or changed: an event about it soon after is the engine's own doing. */
@@ -60,10 +61,13 @@ export class ExecutionProgress {
   private readonly logger = new Logger('actions');
   private readonly outcomes: GroupCommit<Outcome, boolean>;
 
+  private readonly kind: DatabaseKind;
+
   constructor(
     private readonly metrics: Metrics,
     db: Database,
   ) {
+    this.kind = db.kind;
     this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch));
   }
 
@@ -91,25 +95,10 @@ export class ExecutionProgress {
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
-    if (result.status !== 'retrying') await this.advance(sql, claim, result, now, loaded ?? (await loadExecution(sql, claim)));
+    if (result.status === 'retrying') return true;
+    const execution = loaded ?? (await loadExecution(sql, claim));
+    if (result.status === 'failed') await emitActionRunFailed(sql, claim, execution, result, now);
+    await advanceExecution(sql, this.kind, claim, { failed: result.status === 'failed', errorCode: result.errorCode, errorMessage: result.errorMessage }, now, execution);
     return true;
-  }
-
-  /** After a run ends: start the next action of the execution, or close the execution. */
-  private async advance(sql: Statements, claim: ClaimedActionRun, result: AttemptOutcome, now: string, execution: LoadedExecution): Promise<void> {
-    const failed = result.status === 'failed';
-    const goOn = !failed || execution.rule.actions[claim.position].continueOnError === true;
-    const next = claim.position + 1;
-    if (goOn && next < execution.rule.actions.length) {
-      const run = newActionRun(execution, execution.rule, next, claim.resource_key ?? null, now);
-      await sql.run(INSERT_RUN, [run.id, run.executionId, run.eventSeq, run.resourceKey, run.ruleId, next, run.actionId, run.type, now, now, now]);
-      return;
-    }
-    const [{ n }] = await sql.rows<{ n: number | string }>(COUNT_FAILED, [execution.id]);
-    const failures = Number(n);
-    const error = failed
-      ? `action ${claim.action_id ?? `#${claim.position + 1}`} (${claim.type}) failed: ${result.errorCode}: ${result.errorMessage}`
-      : failures > 0 ? `${failures} action(s) failed` : null;
-    await sql.run(FINISH_EXECUTION, [failures > 0 ? 'failed' : 'succeeded', now, error, execution.id]);
   }
 }

@@ -7,4 +7,6 @@ export interface RuleSnapshot {
   version: string;
   timezone?: string;
   actions: RuleAction[];
+  /** `options.debounce.seconds`: the execution first waits this long (SPEC 11). */
+  debounceSeconds?: number;
 }

@@ -13,9 +13,10 @@ import { CLOCK, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
 import { parseStoredJson, safeJsonParse } from '../json.js';
-import { templateContext, type EarlierActions } from '../rules/template-context.js';
-import type { RuleSnapshot } from './rule-snapshot.js';
-import type { ClaimedActionRun } from './work.js';
+import { templateContext, type ContextExtras, type EarlierActions } from '../rules/template-context.js';
+import type { TemplateContext } from '../rules/template.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 const STORED_REQUEST = 'SELECT request FROM action_runs WHERE id = ?';
 const EVENT_PAYLOAD = 'SELECT payload FROM events WHERE seq = ?';
@@ -31,16 +32,24 @@ export class RunRequests {
     private readonly db: Database,
   ) {}
 
-  async requestFor(claim: ClaimedActionRun, rule: RuleSnapshot): Promise<RenderedRequest> {
+  async requestFor(claim: ClaimedActionRun, execution: Pick<LoadedExecution, 'rule' | 'facts'>): Promise<RenderedRequest> {
+    const { rule } = execution;
     const sql = statementsOf(this.db.manager);
     const stored = claim.request ?? (await sql.rows<{ request: string | null }>(STORED_REQUEST, [claim.id]))[0]?.request;
     if (stored) return { ok: true, request: JSON.parse(stored) as ServiceRequest };
-    const [event] = await sql.rows<{ payload: string }>(EVENT_PAYLOAD, [claim.event_seq]);
-    if (!event) throw new Error(`event ${claim.event_seq} of action run ${claim.id} is missing`);
-    const context = templateContext(rule, safeJsonParse(event.payload), this.clock.now(), await this.earlierActions(claim));
+    const { context } = await this.contextFor(claim, execution);
     const rendered = renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
     if (rendered.ok && rendered.request.createsIn) await this.recordScope(claim, rendered.request.createsIn);
     return rendered;
+  }
+
+  /** What the run's templates see now: its event, `now`, earlier actions' responses, the execution's facts, its item. */
+  async contextFor(claim: ClaimedActionRun, execution: Pick<LoadedExecution, 'rule' | 'facts'>): Promise<{ context: TemplateContext; envelope: EventEnvelope }> {
+    const [event] = await statementsOf(this.db.manager).rows<{ payload: string }>(EVENT_PAYLOAD, [claim.event_seq]);
+    if (!event) throw new Error(`event ${claim.event_seq} of action run ${claim.id} is missing`);
+    const envelope = safeJsonParse(event.payload) as EventEnvelope;
+    const context = templateContext(execution.rule, envelope, this.clock.now(), await this.earlierActions(claim), extrasOf(claim, execution));
+    return { context, envelope };
   }
 
   /**
@@ -63,4 +72,14 @@ export class RunRequests {
     for (const run of earlier) if (run.action_id) actions[run.action_id] = { response: parseStoredJson(run.response) };
     return actions;
   }
+}
+
+/** `facts` of the execution, and `item`/`index` of a forEach item's run. */
+function extrasOf(claim: ClaimedActionRun, { facts }: { facts?: Record<string, unknown> }): ContextExtras {
+  const extras: ContextExtras = { facts };
+  if (claim.item_index !== null && claim.item_index !== undefined) {
+    extras.index = claim.item_index;
+    extras.item = claim.item === null || claim.item === undefined ? null : parseStoredJson(claim.item);
+  }
+  return extras;
 }

@@ -25,6 +25,13 @@ export function throttleKey(rule: LoadedRule, event: EventEnvelope, now: Date): 
   return renderString(throttle.key, templateContext(templateRuleOf(rule), event, now), 'options.throttle.key').slice(0, 300);
 }
 
+/** The rendered `options.debounce.key` of a rule for an event; null when the rule does not debounce. */
+export function debounceKey(rule: LoadedRule, event: EventEnvelope, now: Date): string | null {
+  const debounce = rule.definition.options?.debounce;
+  if (!debounce) return null;
+  return renderString(debounce.key, templateContext(templateRuleOf(rule), event, now), 'options.debounce.key').slice(0, 300);
+}
+
 export async function overThrottle(
   manager: EntityManager,
   kind: DatabaseKind,

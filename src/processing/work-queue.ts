@@ -154,7 +154,7 @@ export class WorkQueue {
         WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ?
           AND (lease_until IS NULL OR lease_until < ?)
         ORDER BY next_attempt_at LIMIT ? ${this.skipLocked})
-      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request`;
+      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
     const params = [this.owner, isoIn(this.clock, leaseMs), now, now, now, limit];
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(sql, params));
   }

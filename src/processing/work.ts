@@ -33,6 +33,9 @@ export interface ClaimedActionRun {
   attempts: number;
   /** The request as rendered when the run was created or first attempted; null until then. */
   request?: string | null;
+  /** One item of a forEach action: its index and the item as JSON; null otherwise. */
+  item_index?: number | null;
+  item?: string | null;
 }
 
 /** One listening rule's outcome for an event, as `GET /admin/events/:id` shows it. */
@@ -46,6 +49,10 @@ export interface VerdictMatch {
   rule: LoadedRule;
   evaluation: RuleEvaluation;
   throttleKey: string | null;
+  /** The rendered `options.debounce.key` when the rule debounces. */
+  debounceKey?: string | null;
+  /** The values of the facts the rule's conditions used. */
+  facts?: Record<string, unknown>;
 }
 
 export interface PreparedEvent {
@@ -54,6 +61,8 @@ export interface PreparedEvent {
   resource: Record<string, unknown> | undefined;
   /** The parsed event; absent for a crash record. */
   envelope?: EventEnvelope;
+  /** Rules whose `options.cancelOn` this event's type matches: their waiting executions about its resource are cancelled. */
+  cancels?: string[];
 }
 
 export interface Verdict {
@@ -72,6 +81,11 @@ export interface LoadedExecution {
   eventId: string;
   ruleId: string;
   rule: RuleSnapshot;
+  /** The type and chain depth of the event that started it (engine events never cause engine events about themselves). */
+  eventType: string;
+  eventDepth: number;
+  /** The values of the facts its rule's conditions used (`facts.<name>` in templates). */
+  facts?: Record<string, unknown>;
 }
 
 /** Who takes new action runs at once: this process, under a lease until `until`, as many as it has room for. */

@@ -24,7 +24,7 @@ import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../json.js';
 import { ApiRuleEntity } from '../database/api-rule.entity.js';
 import { displayPath, loadRuleFiles, toLoadedRule } from './rule-files.js';
-import { RuleIndex } from './rule-index.js';
+import { RuleIndex, triggerMatches } from './rule-index.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
 
@@ -55,6 +55,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   private loadedOnce = false;
   private reloading: Promise<ReloadReport> | undefined;
   private readonly changeListeners: Array<() => void> = [];
+  private readonly cancellers = new Map<string, string[]>();
   private lastFingerprint: string | undefined;
   private readonly lock = new Mutex();
   private listener: ChannelListener | undefined;
@@ -121,6 +122,19 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
 
   get index(): RuleIndex {
     return this.currentIndex;
+  }
+
+  /** Ids of the enabled rules whose `options.cancelOn` matches an event type (SPEC 11), cached per type until the rules change. */
+  cancellersOf(type: string): string[] {
+    let ids = this.cancellers.get(type);
+    if (ids === undefined) {
+      ids = this.all()
+        .filter((rule) => rule.enabled && [rule.definition.options?.cancelOn ?? []].flat().some((pattern) => triggerMatches(pattern, type)))
+        .map((rule) => rule.id);
+      if (this.cancellers.size > 1_000) this.cancellers.clear();
+      this.cancellers.set(type, ids);
+    }
+    return ids;
   }
 
   all(): LoadedRule[] {
@@ -281,6 +295,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
 
   private rebuildIndex(): void {
     this.currentIndex = new RuleIndex(this.all());
+    this.cancellers.clear();
     for (const listener of this.changeListeners) listener();
   }
 }

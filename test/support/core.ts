@@ -25,6 +25,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { ActionRunner } from '../../src/processing/action-runner.js';
 import { EventProcessor } from '../../src/processing/event-processor.js';
 import { ExecutionProgress } from '../../src/processing/execution-progress.js';
+import { StepRunner } from '../../src/processing/step-runner.js';
 import { RunRequests } from '../../src/processing/run-request.js';
 import { WorkQueue } from '../../src/processing/work-queue.js';
 import { ApiRulesService } from '../../src/rules/api-rules.service.js';
@@ -105,7 +106,8 @@ export class Core {
     this.client = new ServiceClient(config, clock);
     this.processor = new EventProcessor(config, clock, db, this.registry, this.client, this.metrics);
     const requests = new RunRequests(clock, db);
-    this.runner = new ActionRunner(config, clock, this.client, db, requests, new ExecutionProgress(this.metrics, db));
+    const steps = new StepRunner(config, clock, db, this.client, requests);
+    this.runner = new ActionRunner(config, clock, this.client, db, requests, new ExecutionProgress(this.metrics, db), steps);
     this.intake = new IntakeService(config, clock, this.writer, this.repository(EventEntity), this.metrics);
   }
 

@@ -1,0 +1,111 @@
+/**
+ * The first run of a new execution, written in the commit of its event
+ * (event-commit.ts). Most often the first action: its request is rendered
+ * here from the event in hand and stored with the run (it is sent unchanged
+ * on every attempt), and when it names the resource it will change, that
+ * resource's provenance is recorded in the same commit. A debounced rule
+ * first waits (`options.debounce.seconds`), as does a rule that starts with a
+ * `delay`: those runs are due when the wait ends and the execution is
+ * `waiting` meanwhile. A `check` or a `forEach` action is left to the runner,
+ * which evaluates or expands it when it is reached.
+ */
+import { touchedResource } from '../actions/action-types.js';
+import { renderActionRequest } from '../actions/request-renderer.js';
+import type { CausalScope } from '../causal-scope.js';
+import { isoAfter } from '../clock.js';
+import type { Statements } from '../database/statements.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import { renderDuration } from '../rules/duration.js';
+import { isStep } from '../rules/rule.types.js';
+import { templateContext } from '../rules/template-context.js';
+import { saveProvenance } from './execution-progress.js';
+import { actionRunId } from './new-action-run.js';
+import type { ClaimedActionRun, ClaimedEvent, HandOff, LoadedExecution, VerdictMatch } from './work.js';
+import type { RuleSnapshot } from './rule-snapshot.js';
+
+/** Position of the wait a debounced execution starts with, before its first entry. */
+export const DEBOUNCE_POSITION = -1;
+
+export interface FirstEntry {
+  position: number;
+  /** When the execution waits first: the run is due then. */
+  resumeAt: string | null;
+  debounceKey: string | null;
+  /** JSON stored on the run: the rendered request, or `{resume_at}` of a wait. */
+  request: string | null;
+  scope?: CausalScope;
+  /** The request names the resource it changes: its provenance is recorded now. */
+  targetId?: string;
+}
+
+export const FIRST_RUN_COLUMNS = [
+  'id', 'execution_id', 'event_seq', 'resource_key', 'rule_id', 'position', 'action_id', 'type', 'status',
+  'attempts', 'next_attempt_at', 'lease_owner', 'lease_until', 'request', 'created_at', 'updated_at', 'scope_kind', 'scope_parent',
+];
+/** Their PostgreSQL types, for a batch written with unnest() (event-commit.ts). */
+export const FIRST_RUN_TYPES = ['text', 'text', 'int', 'text', 'text', 'int', 'text', 'text', 'text', 'int', ...Array<string>(8).fill('text')];
+export const INSERT_FIRST_RUN = `INSERT INTO action_runs (${FIRST_RUN_COLUMNS.join(', ')}) VALUES (${FIRST_RUN_COLUMNS.map(() => '?').join(', ')})`;
+
+/** What a new execution starts with. */
+export function firstEntryOf(
+  { match, snapshot }: { match: VerdictMatch; snapshot: RuleSnapshot },
+  envelope: EventEnvelope | undefined,
+  now: string,
+  dryRun: boolean,
+): FirstEntry {
+  const context = () => templateContext(snapshot, envelope, new Date(now), {}, { facts: match.facts });
+  if (snapshot.debounceSeconds !== undefined && match.debounceKey != null) {
+    const resumeAt = isoAfter(new Date(now), snapshot.debounceSeconds * 1000);
+    return { position: DEBOUNCE_POSITION, resumeAt, debounceKey: match.debounceKey, request: JSON.stringify({ resume_at: resumeAt }) };
+  }
+  const entry = snapshot.actions[0]!;
+  const none = { position: 0, resumeAt: null, debounceKey: null, request: null };
+  if (entry.type === 'delay') {
+    if (!envelope) return none;
+    // A duration that cannot be rendered is left to the runner, which records why it failed.
+    const duration = renderDuration(entry.params?.duration, context());
+    if (!duration.ok) return none;
+    const resumeAt = isoAfter(new Date(now), duration.ms);
+    return { ...none, resumeAt, request: JSON.stringify({ resume_at: resumeAt }) };
+  }
+  if (isStep(entry.type) || entry.forEach !== undefined || !envelope) return none;
+  const rendered = renderActionRequest(entry, context(), `${snapshot.id}@${snapshot.version}#0`);
+  // A request that cannot be rendered is left to the runner, which records why it failed.
+  if (!rendered.ok) return none;
+  return {
+    ...none,
+    request: JSON.stringify(rendered.request),
+    // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
+    scope: dryRun ? undefined : rendered.request.createsIn,
+    targetId: dryRun ? undefined : rendered.request.targetId,
+  };
+}
+
+/** Inserts the first run, leased to `handOff` when given (this process performs it at once). */
+export async function insertFirstRun(
+  sql: Statements,
+  claim: ClaimedEvent,
+  execution: LoadedExecution,
+  start: FirstEntry,
+  now: string,
+  handOff?: HandOff,
+): Promise<ClaimedActionRun> {
+  const waits = start.position === DEBOUNCE_POSITION;
+  const entry = waits ? undefined : execution.rule.actions[start.position];
+  const type = entry?.type ?? 'delay';
+  const resourceKey = isStep(type) ? null : claim.resource_key;
+  const run: ClaimedActionRun = {
+    id: actionRunId(claim.event_id, execution.ruleId, start.position), execution_id: execution.id, event_seq: claim.seq, resource_key: resourceKey,
+    rule_id: execution.ruleId, position: start.position, action_id: entry?.id ?? null, type, attempts: handOff ? 1 : 0, request: start.request,
+    item_index: null, item: null,
+  };
+  await sql.run(INSERT_FIRST_RUN, [
+    run.id, execution.id, claim.seq, resourceKey, execution.ruleId, start.position, run.action_id, type, handOff ? 'running' : 'pending',
+    run.attempts, start.resumeAt ?? now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,
+    start.scope?.kind ?? null, start.scope?.parent ?? null,
+  ]);
+  if (start.targetId !== undefined && start.request !== null) {
+    await saveProvenance(sql, run, touchedResource(type, JSON.parse(start.request), null), now);
+  }
+  return run;
+}
