@@ -197,16 +197,19 @@ onPostgres('three replicas on one PostgreSQL database', () => {
   }, 60_000);
 
   it('loses and repeats nothing in a rolling restart under load (SIGTERM one replica at a time)', async () => {
+    const took: string[] = [];
     const restarts = (async () => {
       for (const r of set.replicas) {
-        await set.stop(r.index, 'SIGTERM');
+        const stopping = await set.stop(r.index, 'SIGTERM');
+        const stopped = Date.now();
         await set.restart(r.index);
+        took.push(`#${r.index} stopped in ${((stopped - stopping) / 1000).toFixed(1)} s, up again in ${((Date.now() - stopped) / 1000).toFixed(1)} s`);
       }
     })();
     const events = await underLoad(set, () => aTaskEvent('task.completed', { project_id: 'prj_2' }), restarts);
     await set.settle(30_000).catch((error: unknown) => withOutput(set, error));
     await expectOnce(set, events, 'follow-up', 'Follow-up ', false);
-    report(`d: rolling restart of 3 replicas under load: ${events.length} events, each acted on once`);
+    report(`d: rolling restart of 3 replicas under load (${took.join('; ')}): ${events.length} events, each acted on once`);
   }, 90_000);
 
   it('stops matching a rule on every replica within 1 s of disabling it through one', async () => {
