@@ -111,9 +111,35 @@ export function requestLine(request: Pick<ServiceRequest, 'method' | 'path' | 'q
   return `${request.method} /v1${request.path}${query}`;
 }
 
+function requestLines(request: ServiceRequest, paint: Colors, indent: string, label: string): string[] {
+  const lines = [`${indent}${paint.green('→')} ${label}: ${paint.bold(requestLine(request))}`];
+  // The body exactly as the client serialises it.
+  if (request.body !== undefined) lines.push(`${indent}    ${JSON.stringify(request.body)}`);
+  return lines;
+}
+
+/** A step or a forEach action; undefined for a plain action. */
+function entryLines(preview: ActionPreview, name: string, paint: Colors, indent: string): string[] | undefined {
+  if (preview.delay !== undefined) return [`${indent}${paint.yellow('⏸')} ${name}: waits ${paint.bold(preview.delay.duration)}`];
+  if (preview.check !== undefined) {
+    const { passed, conditions, error } = preview.check;
+    const verdict = passed ? paint.green('passes now') : paint.red(`does not pass now${error ? ` (${error})` : ''}: the execution would stop here`);
+    return [`${indent}${passed ? paint.green('✓') : paint.red('✗')} ${name}: ${verdict}`, ...conditionLines(conditions, paint, `${indent}    `)];
+  }
+  if (preview.items === undefined) return undefined;
+  const lines = [`${indent}${paint.green('→')} ${name}: for each of ${plural(preview.items.length, 'item')}`];
+  for (const item of preview.items) {
+    if (item.request !== undefined) lines.push(...requestLines(item.request, paint, `${indent}    `, `[${item.index}]`));
+    else if (item.error !== undefined) lines.push(`${indent}    ${paint.red('✗')} [${item.index}]: ${paint.red(`${item.error.code}: ${item.error.message}`)}`);
+  }
+  return lines;
+}
+
 /**
- * The actions' previews, numbered as in the rule. `total` is the rule's action
- * count: previews stop at an action that fails without continueOnError.
+ * The entries' previews, numbered as in the rule: requests, delays (as their
+ * duration), checks (as evaluated now) and forEach items. `total` is the
+ * rule's entry count: previews stop at an entry that fails without
+ * continueOnError, or a check that does not pass.
  */
 export function actionLines(previews: readonly ActionPreview[], total: number, paint: Colors, indent = '  '): string[] {
   const lines: string[] = [];
@@ -123,22 +149,23 @@ export function actionLines(previews: readonly ActionPreview[], total: number, p
       lines.push(`${indent}${paint.red('✗')} ${name}: ${paint.red(`${preview.error.code}: ${preview.error.message}`)}`);
       return;
     }
-    if (preview.request === undefined) return;
-    lines.push(`${indent}${paint.green('→')} ${name}: ${paint.bold(requestLine(preview.request))}`);
-    // The body exactly as the client serialises it.
-    if (preview.request.body !== undefined) lines.push(`${indent}    ${JSON.stringify(preview.request.body)}`);
+    const entry = entryLines(preview, name, paint, indent);
+    if (entry !== undefined) lines.push(...entry);
+    else if (preview.request !== undefined) lines.push(...requestLines(preview.request, paint, indent, name));
   });
   const notRun = total - previews.length;
   if (notRun > 0) lines.push(`${indent}${paint.dim(`(${notRun === 1 ? 'the action' : `the ${notRun} actions`} after it would not run)`)}`);
   return lines;
 }
 
+/** Actions (or forEach items) that would fail. */
 export function failedActions(previews: readonly ActionPreview[]): number {
-  return previews.filter((preview) => preview.error !== undefined).length;
+  return previews.reduce((n, p) => n + (p.error !== undefined ? 1 : (p.items ?? []).filter((item) => item.error !== undefined).length), 0);
 }
 
+/** Requests that would be sent: one per plain action, one per forEach item. */
 export function sentRequests(previews: readonly ActionPreview[]): number {
-  return previews.filter((preview) => preview.request !== undefined).length;
+  return previews.reduce((n, p) => n + (p.request !== undefined ? 1 : 0) + (p.items ?? []).filter((item) => item.request !== undefined).length, 0);
 }
 
 // ---- backtest reports -----------------------------------------------------

@@ -117,6 +117,7 @@ describe(rulesBacktest.name, () => {
         '  api-only-rule                -             1  (not backtested)',
         'note: Dry run: nothing was sent and nothing was stored.',
         expect.stringMatching(/^note: Lookups/),
+        'note: Delays are shown as their duration, not waited for.',
         expect.stringMatching(/^note: Differences compare only the rules backtested/),
         expect.stringMatching(/^note: The changes fact/),
         expect.stringMatching(/^note: Loop protection as recorded/),
@@ -150,7 +151,10 @@ describe(rulesBacktest.name, () => {
       });
       const third = report.events.find((e: { event: { id: string } }) => e.event.id === 'evt_bt_3');
       expect(third.differences).toEqual({ newly_matched: ['release-follow-up'], no_longer_matched: [] });
-      expect(third.would_match[0].actions[0].request).toEqual({ operation: 'tasks.create', method: 'POST', path: '/tasks', body: { project_id: 'prj_2', title: 'Review: Release 2.0' } });
+      expect(third.would_match[0].actions[0].request).toEqual({
+        operation: 'tasks.create', method: 'POST', path: '/tasks', body: { project_id: 'prj_2', title: 'Review: Release 2.0' },
+        createsIn: { kind: 'task', parent: 'project:prj_2' },
+      });
     });
   });
 

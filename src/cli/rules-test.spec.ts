@@ -138,6 +138,37 @@ describe(rulesTest.name, () => {
           'GET /v1/tasks {"project_id":"prj_1"}',
         ]);
       });
+
+      it('shows a delay as its duration, a check evaluated now, and one request per forEach item', async () => {
+        const env = { SERVICE_API_URL: sim.url, SERVICE_API_KEY: 'ac_test_rules_test_spec' };
+        const inProject = [...sim.state.tasks.values()].filter((task) => task.project_id === 'prj_1');
+        inProject.forEach((task, i) => (task.status = i === 0 ? 'completed' : 'open'));
+        const open = inProject.slice(1);
+        const { code, out } = await runTest([`${RULES}/time-and-sets.json`, '--event', `${EVENTS}/task-completed.json`], { env });
+        expect(code).toBe(0);
+        expect(out.slice(out.indexOf('actions (the requests they would send; nothing was sent)'))).toEqual([
+          'actions (the requests they would send; nothing was sent)',
+          '  ⏸ 1. delay: waits PT72H',
+          '  ✓ 2. check: passes now',
+          expect.stringMatching(/^ {6}✓ all\[0\] {2}tasks \{"project_id":"\{\{ event.data.task.project_id \}\}"\} \$\[\?\(@.status != 'completed'\)\] isNotEmpty true/),
+          `  → 3. task.update: for each of ${open.length} item${open.length === 1 ? '' : 's'}`,
+          ...open.flatMap((task, index) => [
+            `      → [${index}]: PATCH /v1/tasks/${task.id}`,
+            `          {"priority":"high","description":"${index}: escalated in Website relaunch"}`,
+          ]),
+          `✓ match: escalate-open-tasks on evt_cli_release: 1 condition passed, ${open.length} request${open.length === 1 ? '' : 's'} would be sent`,
+        ]);
+        expect(sim.requests.every((request) => request.method === 'GET')).toBe(true);
+      });
+
+      it('says when a check would stop the execution now', async () => {
+        const env = { SERVICE_API_URL: sim.url, SERVICE_API_KEY: 'ac_test_rules_test_spec' };
+        for (const task of sim.state.tasks.values()) if (task.project_id === 'prj_1') task.status = 'completed';
+        const { out } = await runTest([`${RULES}/time-and-sets.json`, '--event', `${EVENTS}/task-completed.json`], { env });
+        expect(out).toContain('  ✗ 2. check: does not pass now: the execution would stop here');
+        expect(out).toContain('  (the action after it would not run)');
+        expect(out.at(-1)).toBe('✓ match: escalate-open-tasks on evt_cli_release: 1 condition passed, 0 requests would be sent, a check would stop it now');
+      });
     });
   });
 
@@ -198,7 +229,10 @@ describe(rulesTest.name, () => {
       expect(result.actions[0]).toEqual({
         id: 'review',
         type: 'task.create',
-        request: { operation: 'tasks.create', method: 'POST', path: '/tasks', body: { project_id: 'prj_1', title: 'Review: Release 1.0', assignee_id: 'usr_2' } },
+        request: {
+          operation: 'tasks.create', method: 'POST', path: '/tasks', body: { project_id: 'prj_1', title: 'Review: Release 1.0', assignee_id: 'usr_2' },
+          createsIn: { kind: 'task', parent: 'project:prj_1' },
+        },
       });
     });
   });

@@ -161,7 +161,8 @@ export function summaryLine(result: RuleTestResult, event: EventEnvelope, paint:
   }
   const failures = failedActions(result.actions);
   const passed = leaves.length === 0 ? 'no conditions' : `${plural(leaves.filter((c) => passes(c)).length, 'condition')} passed`;
-  const text = `${subject}: ${passed}, ${plural(sentRequests(result.actions), 'request')} would be sent`;
+  const stopped = result.actions.some((preview) => preview.check?.passed === false) ? ', a check would stop it now' : '';
+  const text = `${subject}: ${passed}, ${plural(sentRequests(result.actions), 'request')} would be sent${stopped}`;
   if (failures > 0) return paint.yellow(`✓ match: ${text}, ${plural(failures, 'action')} would fail`);
   return paint.green(`✓ match: ${text}`);
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from '../database/database.service.js';
 import { EventEntity, type EventStatus } from '../database/event.entity.js';
 import type { Lookups } from '../rules/facts.js';
+import type { RuleAction, TopLevelCondition } from '../rules/rule.types.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { openDatabase } from '../../test/support/storage.js';
@@ -73,5 +74,56 @@ describe.each(kinds)('runBacktest on $name: loop protection as the live engine a
       { rule: 'echo-only', reason: 'loop_blocked' },
       { rule: 'self-triggered', reason: 'loop_blocked' },
     ]);
+  });
+});
+
+/** A check step has no params (the schema refuses them); the shared type still declares them. */
+const checkStep = (conditions: TopLevelCondition) => ({ type: 'check', conditions }) as Partial<RuleAction> as RuleAction;
+
+describe.each(kinds)('runBacktest on $name: delays, checks and forEach items (SPEC 11)', (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await openDatabase(testDb.url);
+    const payload = { id: 'evt_arch', type: 'project.archived', data: { project: { id: 'prj_1' } } };
+    await db.write((m) =>
+      m.insert(EventEntity, {
+        eventId: 'evt_arch', type: 'project.archived', resourceKey: 'project:prj_1', status: 'processed', source: 'webhook',
+        payload: JSON.stringify(payload), depth: 0, selfCaused: false, receivedAt: NOW.toISOString(), attempts: 0, nextAttemptAt: NOW.toISOString(),
+      }),
+    );
+  });
+
+  afterEach(async () => {
+    await db.dataSource.destroy();
+    await testDb.drop();
+  });
+
+  const tasksNow: Lookups = { ...noLookups, tasks: async () => [{ id: 'tsk_1', status: 'open' }, { id: 'tsk_2', status: 'completed' }, { id: 'tsk_3', status: 'open' }] };
+  const openTasks = { fact: 'tasks', params: { project_id: '{{ event.data.project.id }}' }, path: "$[?(@.status != 'completed')]" };
+  const rule = aRule({
+    id: 'close-open-tasks',
+    on: 'project.archived',
+    actions: [
+      { type: 'delay', params: { duration: 'PT15M' } },
+      checkStep({ all: [{ fact: 'tasks', params: { project_id: 'prj_1' }, operator: 'isNotEmpty', value: true }] }),
+      { type: 'task.update', forEach: openTasks, params: { id: '{{ item.id }}', status: 'completed' } },
+    ],
+  });
+
+  it('shows the delay as its duration, the check as evaluated with the lookups of now, and one request per item', async () => {
+    const report = await runBacktest(db.manager, [rule], {}, { lookups: () => tasksNow, now: NOW });
+    const [delay, check, update] = report.events[0].would_match[0].actions;
+    expect(delay).toEqual({ type: 'delay', delay: { duration: 'PT15M', ms: 900_000 } });
+    expect(check.check).toMatchObject({ passed: true, conditions: [{ fact: 'tasks', result: true }] });
+    expect(update.items?.map((item) => item.request?.path)).toEqual(['/tasks/tsk_1', '/tasks/tsk_3']);
+  });
+
+  it('shows too_many_items when the set is larger than MAX_FOREACH_ITEMS', async () => {
+    const report = await runBacktest(db.manager, [rule], {}, { lookups: () => tasksNow, now: NOW, maxForEachItems: 1 });
+    const update = report.events[0].would_match[0].actions[2];
+    expect(update).toEqual({ type: 'task.update', error: { code: 'too_many_items', message: 'forEach: 2 items, more than MAX_FOREACH_ITEMS (1)' } });
   });
 });

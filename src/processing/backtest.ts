@@ -52,7 +52,7 @@ export async function runBacktest(
   manager: EntityManager,
   rules: LoadedRule[],
   filter: BacktestFilter,
-  deps: { lookups: () => Lookups; now: Date },
+  deps: { lookups: () => Lookups; now: Date; maxForEachItems?: number },
 ): Promise<BacktestReport> {
   const events = await storedEvents(manager, filter);
   const executions = events.length
@@ -66,7 +66,7 @@ export async function runBacktest(
     const envelope = safeJsonParse(stored.payload) as EventEnvelope;
     const changes = changesFor(envelope, stored.resourceKey, snapshots);
     const facts = new EventFacts(envelope, { now: deps.now, lookups: deps.lookups(), changes });
-    const outcome = await replay(index, stored, envelope, facts, deps.now);
+    const outcome = await replay(index, stored, envelope, facts, { now: deps.now, maxForEachItems: deps.maxForEachItems });
     const then = executions.filter((x) => x.eventSeq === stored.seq);
     reports.push(eventReport(stored, outcome, then, considered));
   }
@@ -75,7 +75,8 @@ export async function runBacktest(
 
 const NOTES = [
   'Dry run: nothing was sent and nothing was stored.',
-  'Lookups (project, user, tasks) answered with the service as it is now, not as it was when the event arrived.',
+  'Lookups (project, user, tasks) answered with the service as it is now, not as it was when the event arrived; so did check steps and forEach sources.',
+  'Delays are shown as their duration, not waited for.',
   'Differences compare only the rules backtested; matched_then lists every rule that matched then.',
   'The changes fact compares each resource with its previous version among the events backtested.',
   'Loop protection as recorded: a self-caused event is ignored by rules without allowSelfTriggered, a loop-blocked one by every rule.',
@@ -92,7 +93,13 @@ interface ReplayOutcome {
  * the chain position the event had (a self-caused event is ignored by rules
  * that do not allow self-triggering; a loop-blocked one is evaluated by none).
  */
-async function replay(index: RuleIndex, stored: EventEntity, envelope: EventEnvelope, facts: EventFacts, now: Date): Promise<ReplayOutcome> {
+async function replay(
+  index: RuleIndex,
+  stored: EventEntity,
+  envelope: EventEnvelope,
+  facts: EventFacts,
+  { now, maxForEachItems }: { now: Date; maxForEachItems?: number },
+): Promise<ReplayOutcome> {
   const result: ReplayOutcome = { wouldMatch: [], errors: [], ignored: [] };
   if (stored.status === 'loop_blocked') {
     for (const rule of index.candidates(envelope).evaluate) result.ignored.push({ rule: rule.id, reason: 'loop_blocked' });
@@ -102,7 +109,9 @@ async function replay(index: RuleIndex, stored: EventEntity, envelope: EventEnve
   for (const outcome of evaluations) {
     if (outcome.outcome === 'ignored_self_caused') result.ignored.push({ rule: outcome.rule.id, reason: 'self_caused' });
     if (outcome.error) result.errors.push({ rule: outcome.rule.id, error: outcome.error });
-    if (outcome.matched) result.wouldMatch.push({ rule: outcome.rule.id, actions: previewActions(outcome.rule, envelope, now) });
+    if (outcome.matched) {
+      result.wouldMatch.push({ rule: outcome.rule.id, actions: await previewActions(outcome.rule, envelope, now, { facts, maxForEachItems }) });
+    }
   }
   return result;
 }

@@ -25,9 +25,9 @@ describe(throttleKey.name, () => {
     expect(throttleKey(rule, event, at)).toBe(expected);
   });
 
-  it('renders `now` exactly as the rule\'s actions see it', () => {
+  it('renders `now` exactly as the rule\'s actions see it', async () => {
     const rule = throttled('{{ now.iso }}', 'America/Los_Angeles');
-    const [preview] = previewActions(rule, event, at);
+    const [preview] = await previewActions(rule, event, at);
     expect(throttleKey(rule, event, at)).toBe((preview.request?.body as { title: string }).title);
   });
 

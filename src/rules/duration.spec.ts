@@ -50,12 +50,12 @@ describe('duration', () => {
     const context = templateContext({ id: 'sla' }, { type: 'task.created', data: { wait: 'PT2H', minutes: 5, task: {} } }, new Date('2026-11-23T10:00:00Z'));
 
     it('takes a literal as written', () => {
-      expect(renderDuration('PT15M', context)).toEqual({ ok: true, ms: 15 * MINUTE });
+      expect(renderDuration('PT15M', context)).toEqual({ ok: true, ms: 15 * MINUTE, duration: 'PT15M' });
     });
 
     it('renders a template yielding a duration', () => {
-      expect(renderDuration('{{ event.data.wait }}', context)).toEqual({ ok: true, ms: 2 * HOUR });
-      expect(renderDuration('PT{{ event.data.minutes }}M', context)).toEqual({ ok: true, ms: 5 * MINUTE });
+      expect(renderDuration('{{ event.data.wait }}', context)).toEqual({ ok: true, ms: 2 * HOUR, duration: 'PT2H' });
+      expect(renderDuration('PT{{ event.data.minutes }}M', context)).toEqual({ ok: true, ms: 5 * MINUTE, duration: 'PT5M' });
     });
 
     it.each([

@@ -14,7 +14,10 @@ import { renderTemplateValue, TemplateError, type TemplateContext } from './temp
 export const MAX_DELAY_MS = 90 * 24 * 3_600_000;
 
 export type ParsedDuration = { ok: true; ms: number } | { ok: false; message: string };
-export type RenderedDuration = { ok: true; ms: number } | { ok: false; code: 'invalid_duration' | 'template_error'; message: string };
+/** `duration`: the text the template rendered to (the literal itself when there is no template), e.g. for "waits PT72H". */
+export type RenderedDuration =
+  | { ok: true; ms: number; duration: string }
+  | { ok: false; code: 'invalid_duration' | 'template_error'; message: string };
 
 const EXAMPLES = 'an ISO-8601 duration such as PT15M, P3D or P1DT2H30M';
 const NUMBER = String.raw`(\d+(?:\.\d+)?)`;
@@ -69,6 +72,7 @@ export function renderDuration(duration: unknown, context: TemplateContext): Ren
   if (typeof value !== 'string') {
     return { ok: false, code: 'invalid_duration', message: `params.duration: must be ${EXAMPLES}, got ${JSON.stringify(value) ?? 'nothing'}` };
   }
-  const parsed = parseDuration(value.trim());
-  return parsed.ok ? parsed : { ok: false, code: 'invalid_duration', message: `params.duration: ${parsed.message}` };
+  const text = value.trim();
+  const parsed = parseDuration(text);
+  return parsed.ok ? { ...parsed, duration: text } : { ok: false, code: 'invalid_duration', message: `params.duration: ${parsed.message}` };
 }

@@ -13,6 +13,9 @@ import { isRemoteFact, parseSimplePath, resolvePath, type EventFacts, type Looku
 import { renderTemplateValue, TemplateError, type TemplateContext } from './template.js';
 import type { ForEachSource } from './rule.types.js';
 
+/** MAX_FOREACH_ITEMS when the environment does not set it. */
+export const MAX_FOREACH_ITEMS_DEFAULT = 100;
+
 export type ForEachItems =
   | { ok: true; items: unknown[] }
   | { ok: false; code: 'too_many_items' | 'not_a_list' | 'template_error' | 'lookup_failed'; message: string };
