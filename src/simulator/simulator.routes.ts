@@ -5,8 +5,9 @@
  * They return the events to send; the caller sends them after answering.
  */
 import { isObject } from '../json.js';
+import { checkTaskFields, TASK_DEFAULTS, UNLISTED_EVENTS } from './simulator.fields.js';
 import { SimError } from './simulator.http.js';
-import type { SimulatorState, Task, WorkflowRun } from './simulator.state.js';
+import type { Project, SimulatorState, Task, WorkflowRun } from './simulator.state.js';
 
 export interface RouteContext {
   state: SimulatorState;
@@ -122,24 +123,27 @@ function createProject(ctx: RouteContext): RouteResult {
   return { ...one(project, 201), events: [{ type: 'project.created', data: { project: copy(project) } }] };
 }
 
+/** Applies a project patch; a status becoming `archived` is reported, like a task's becoming `completed`. */
+function changeProject(project: Project, patch: Record<string, unknown>, now: Date): RouteResult {
+  const changes = diff(project, patch);
+  if (Object.keys(changes).length === 0) return one(project);
+  Object.assign(project, patch, { updated_at: now.toISOString() });
+  if (changes.status?.to !== 'archived') return one(project);
+  // Its tasks are left as they are: closing them is for rules to decide.
+  return { ...one(project), events: [{ type: UNLISTED_EVENTS.projectArchived, data: { project: copy(project), changes } }] };
+}
+
 function updateProject(ctx: RouteContext): RouteResult {
   const project = found(ctx.state.projects, ctx.params[0], 'project');
   const patch = writable(objectBody(ctx.body));
   checkText(patch, 'name', false);
   checkText(patch, 'status', false);
   checkNullableText(patch, 'owner_id');
-  if (Object.keys(diff(project, patch)).length > 0) {
-    Object.assign(project, patch, { updated_at: ctx.now.toISOString() });
-  }
-  return one(project);
+  return changeProject(project, patch, ctx.now);
 }
 
 function archiveProject(ctx: RouteContext): RouteResult {
-  const project = found(ctx.state.projects, ctx.params[0], 'project');
-  if (project.status !== 'archived') {
-    Object.assign(project, { status: 'archived', updated_at: ctx.now.toISOString() });
-  }
-  return one(project);
+  return changeProject(found(ctx.state.projects, ctx.params[0], 'project'), { status: 'archived' }, ctx.now);
 }
 
 function createTask(ctx: RouteContext): RouteResult {
@@ -148,12 +152,13 @@ function createTask(ctx: RouteContext): RouteResult {
   checkText(body, 'title', true);
   checkText(body, 'status', false);
   checkNullableText(body, 'assignee_id');
+  checkTaskFields(body);
   checkProjectExists(ctx, body);
   const id = ctx.state.nextId('tsk');
   const at = ctx.now.toISOString();
   const task: Task = {
     id, project_id: String(body.project_id), title: String(body.title), status: 'open', assignee_id: null,
-    ...body, created_at: at, updated_at: at,
+    ...TASK_DEFAULTS, ...body, created_at: at, updated_at: at,
   };
   ctx.state.tasks.set(id, task);
   return { ...one(task, 201), events: [{ type: 'task.created', data: { task: copy(task) } }] };
@@ -166,6 +171,7 @@ function updateTask(ctx: RouteContext): RouteResult {
   checkText(patch, 'title', false);
   checkText(patch, 'status', false);
   checkNullableText(patch, 'assignee_id');
+  checkTaskFields(patch);
   checkProjectExists(ctx, patch);
   const changes = diff(task, patch);
   // A patch that changes nothing is not an update: no event, so rules that set a
@@ -184,6 +190,12 @@ function deleteFrom<T>(map: Map<string, T>, kind: string) {
     map.delete(ctx.params[0]);
     return one({ id: ctx.params[0], deleted: true });
   };
+}
+
+function deleteTask(ctx: RouteContext): RouteResult {
+  const task = found(ctx.state.tasks, ctx.params[0], 'task');
+  const result = deleteFrom(ctx.state.tasks, 'task')(ctx);
+  return { ...result, events: [{ type: UNLISTED_EVENTS.taskDeleted, data: { task: copy(task) } }] };
 }
 
 function triggerWorkflow(ctx: RouteContext): RouteResult {
@@ -228,7 +240,7 @@ const ROUTES: Route[] = [
   { method: 'GET', pattern: path('/tasks/{id}'), handle: (c) => one(found(c.state.tasks, c.params[0], 'task')) },
   { method: 'POST', pattern: path('/tasks'), handle: createTask },
   { method: 'PATCH', pattern: path('/tasks/{id}'), handle: updateTask },
-  { method: 'DELETE', pattern: path('/tasks/{id}'), handle: (c) => deleteFrom(c.state.tasks, 'task')(c) },
+  { method: 'DELETE', pattern: path('/tasks/{id}'), handle: deleteTask },
   { method: 'GET', pattern: path('/workflows'), handle: (c) => list(c.state.workflows.values()) },
   {
     method: 'GET', pattern: path('/workflows/{id}'),

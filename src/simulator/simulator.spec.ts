@@ -131,6 +131,50 @@ describe(startSimulator.name, () => {
       expect(sim.state.tasks.size).toBe(3);
     });
 
+    describe('due_date and priority', () => {
+      it('gives a new task no due date and normal priority, as the seeded ones have', async () => {
+        const res = await call(sim, 'POST', '/tasks', { project_id: 'prj_1', title: 'Plain' });
+        expect(res.body).toMatchObject({ due_date: null, priority: 'normal' });
+        const seeded = (await call(sim, 'GET', '/tasks')).body.data;
+        expect(seeded.map((t: { due_date: unknown; priority: unknown }) => [t.due_date, t.priority])).toEqual([
+          [null, 'normal'], [null, 'normal'], [null, 'normal'], [null, 'normal'],
+        ]);
+      });
+
+      it('accepts them on create and update, and lists them filtered by project', async () => {
+        const created = await call(sim, 'POST', '/tasks', { project_id: 'prj_2', title: 'Due', due_date: '2026-11-30', priority: 'low' });
+        expect(created.status).toBe(201);
+        const updated = await call(sim, 'PATCH', `/tasks/${created.body.id}`, { due_date: '2026-12-01', priority: 'urgent' });
+        expect(updated.body).toMatchObject({ due_date: '2026-12-01', priority: 'urgent' });
+        const cleared = await call(sim, 'PATCH', `/tasks/${created.body.id}`, { due_date: null });
+        expect(cleared.body).toMatchObject({ due_date: null, priority: 'urgent' });
+        const listed = (await call(sim, 'GET', '/tasks?project_id=prj_2')).body.data;
+        expect(listed.map((t: { id: string; due_date: unknown; priority: string }) => [t.id, t.due_date, t.priority])).toEqual([
+          ['tsk_3', null, 'normal'], [created.body.id, null, 'urgent'],
+        ]);
+      });
+
+      it.each([
+        ['POST', '/tasks', { project_id: 'prj_1', title: 'x', priority: 'critical' }, 'priority must be one of low, normal, high, urgent (got "critical")'],
+        ['POST', '/tasks', { project_id: 'prj_1', title: 'x', due_date: '30.11.2026' }, 'due_date must be an ISO date such as 2026-11-30, or null (got "30.11.2026")'],
+        ['PATCH', '/tasks/tsk_1', { priority: 'HIGH' }, 'priority must be one of low, normal, high, urgent (got "HIGH")'],
+        ['PATCH', '/tasks/tsk_1', { title: 'Also refused', due_date: '2026-02-30' }, 'due_date must be an ISO date such as 2026-11-30, or null (got "2026-02-30")'],
+      ])('refuses %s %s with a bad value, changing nothing', async (method, path, body, message) => {
+        const before = JSON.stringify(sim.state.snapshot());
+        const res = await call(sim, method, path, body);
+        expect(res.status).toBe(400);
+        expect(res.body.error).toEqual({ code: 'validation_failed', message });
+        expect(JSON.stringify(sim.state.snapshot())).toBe(before);
+      });
+    });
+
+    it('leaves the tasks of an archived project as they were', async () => {
+      const before = structuredClone([...sim.state.tasks.values()]);
+      expect((await call(sim, 'DELETE', '/projects/prj_1')).body).toMatchObject({ id: 'prj_1', status: 'archived' });
+      expect([...sim.state.tasks.values()]).toEqual(before);
+      expect((await call(sim, 'GET', '/tasks?project_id=prj_1')).body.data).toHaveLength(2);
+    });
+
     it('updates and deletes a task', async () => {
       const updated = await call(sim, 'PATCH', '/tasks/tsk_1', { status: 'in_progress' });
       expect(updated.body).toMatchObject({ id: 'tsk_1', status: 'in_progress' });

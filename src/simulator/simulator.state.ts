@@ -3,6 +3,7 @@
  * reset, so a test holding `simulator.state.tasks` keeps seeing the live data.
  * Field names follow SPEC section 4's convention for webhook payloads.
  */
+import { TASK_DEFAULTS, type TaskPriority } from './simulator.fields.js';
 
 export interface User {
   id: string;
@@ -31,6 +32,9 @@ export interface Task {
   title: string;
   status: string;
   assignee_id: string | null;
+  /** An ISO date (`2026-11-30`) or null (simulator.fields.ts). */
+  due_date: string | null;
+  priority: TaskPriority;
   created_at: string;
   updated_at: string;
   [field: string]: unknown;
@@ -110,7 +114,7 @@ export function seedState(state: SimulatorState, now: Date): void {
   const task = (projectId: string, title: string, status: string, assignee: string | null): void => {
     const id = state.nextId('tsk');
     state.tasks.set(id, {
-      id, project_id: projectId, title, status, assignee_id: assignee, created_at: at, updated_at: at,
+      id, project_id: projectId, title, status, assignee_id: assignee, ...TASK_DEFAULTS, created_at: at, updated_at: at,
     });
   };
   task('prj_1', 'Draft the release notes', 'open', 'usr_1');

@@ -123,6 +123,42 @@ describe(startSimulator.name, () => {
     });
   });
 
+  describe('changes the service lists no event for', () => {
+    it('sends project.archived with the status change when a project is archived, and nothing about its tasks', async () => {
+      await start();
+      await call(sim, 'DELETE', '/projects/prj_1');
+      await call(sim, 'DELETE', '/projects/prj_1');
+      await sim.waitForWebhooksIdle();
+      const events = receiver.received.map((r) => r.event);
+      expect(events.map((e) => e.type)).toEqual(['project.archived']);
+      expect(events[0].data).toEqual({
+        project: expect.objectContaining({ id: 'prj_1', status: 'archived' }),
+        changes: { status: { from: 'active', to: 'archived' } },
+      });
+      expect(verify(receiver.received[0], 'hmac-sha256')).toEqual({ ok: true });
+    });
+
+    it('sends project.archived for a PATCH that sets the status to archived, and no event for other project edits', async () => {
+      await start();
+      await call(sim, 'PATCH', '/projects/prj_2', { name: 'Mobile app v2' });
+      await call(sim, 'PATCH', '/projects/prj_2', { status: 'archived' });
+      await sim.waitForWebhooksIdle();
+      expect(receiver.received.map((r) => [r.event.type, r.event.data.project.id])).toEqual([['project.archived', 'prj_2']]);
+    });
+
+    it('sends task.deleted with the task as it was', async () => {
+      await start();
+      await call(sim, 'PATCH', '/tasks/tsk_1', { priority: 'high' });
+      await call(sim, 'DELETE', '/tasks/tsk_1');
+      await call(sim, 'DELETE', '/tasks/tsk_1');
+      await sim.waitForWebhooksIdle();
+      const events = receiver.received.map((r) => r.event);
+      expect(events.map((e) => e.type)).toEqual(['task.updated', 'task.deleted']);
+      expect(events[0].data.changes).toEqual({ priority: { from: 'normal', to: 'high' } });
+      expect(events[1].data).toEqual({ task: expect.objectContaining({ id: 'tsk_1', project_id: 'prj_1', priority: 'high', due_date: null }) });
+    });
+  });
+
   describe('workflow runs', () => {
     it('sends workflow.run.completed after a trigger', async () => {
       await start();
