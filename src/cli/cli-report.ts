@@ -237,6 +237,15 @@ export function lookupsFromEnv(env: CliContext['env']): () => Lookups {
   return () => new ServiceLookups(client);
 }
 
+/** MAX_FOREACH_ITEMS as the engine reads it, so a dry run refuses the same sets the engine would. */
+export function forEachLimitFromEnv(env: CliContext['env']): { value: number } | { error: string } {
+  try {
+    return { value: loadConfig({ MAX_FOREACH_ITEMS: env.MAX_FOREACH_ITEMS }, () => 'unused-by-dry-runs').maxForEachItems };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
 /** Said once under the conditions when a lookup was refused for want of a key. */
 export function lookupHint(conditions: readonly ConditionResult[]): string | undefined {
   if (!conditions.some((c) => c.error?.includes('SERVICE_API_KEY'))) return undefined;

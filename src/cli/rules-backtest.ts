@@ -20,7 +20,7 @@ import { loadRulePath } from '../rules/rule-files.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, runCommand, plural, processContext, type CliContext } from './cli-output.js';
-import { backtestSummaryLine, eventLines, instantOption, lookupsFromEnv, readCommandLine, ruleTable } from './cli-report.js';
+import { backtestSummaryLine, eventLines, forEachLimitFromEnv, instantOption, lookupsFromEnv, readCommandLine, ruleTable } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
 
 export const USAGE = [
@@ -176,7 +176,10 @@ async function backtest(options: BacktestOptions, dataSource: DataSource, rules:
   const states = await dataSource.manager.find(RuleStateEntity);
   const selection = enabledRules(rules, new Map(states.map((s) => [s.ruleId, s.enabled])), options.includeDisabled);
   const tested = selection.enabled;
-  const report = await runBacktest(dataSource.manager, tested, options.filter, { lookups: lookupsFromEnv(context.env), now: new Date() });
+  const limit = forEachLimitFromEnv(context.env);
+  if ('error' in limit) throw new CommandError(limit.error);
+  const deps = { lookups: lookupsFromEnv(context.env), now: new Date(), maxForEachItems: limit.value };
+  const report = await runBacktest(dataSource.manager, tested, options.filter, deps);
   return { report, tested, disabled: selection.disabled };
 }
 

@@ -161,6 +161,19 @@ describe(rulesTest.name, () => {
         expect(sim.requests.every((request) => request.method === 'GET')).toBe(true);
       });
 
+      it('shows too_many_items past MAX_FOREACH_ITEMS, and refuses a MAX_FOREACH_ITEMS the engine would refuse', async () => {
+        const env = { SERVICE_API_URL: sim.url, SERVICE_API_KEY: 'ac_test_rules_test_spec' };
+        const args = [`${RULES}/time-and-sets.json`, '--event', `${EVENTS}/task-completed.json`];
+        sim.state.tasks.forEach((task) => task.project_id === 'prj_1' && (task.status = 'open'));
+        const open = [...sim.state.tasks.values()].filter((task) => task.project_id === 'prj_1').length;
+        const { out } = await runTest(args, { env: { ...env, MAX_FOREACH_ITEMS: String(open - 1) } });
+        expect(out).toContain(`  ✗ 3. task.update: too_many_items: forEach: ${open} items, more than MAX_FOREACH_ITEMS (${open - 1})`);
+        expect(out.at(-1)).toBe('✓ match: escalate-open-tasks on evt_cli_release: 1 condition passed, 0 requests would be sent, 1 action would fail');
+        const refused = await runTest(args, { env: { ...env, MAX_FOREACH_ITEMS: 'many' } });
+        expect(refused.code).toBe(2);
+        expect(refused.err.join('\n')).toContain('MAX_FOREACH_ITEMS: must be a whole number, got "many"');
+      });
+
       it('says when a check would stop the execution now', async () => {
         const env = { SERVICE_API_URL: sim.url, SERVICE_API_KEY: 'ac_test_rules_test_spec' };
         for (const task of sim.state.tasks.values()) if (task.project_id === 'prj_1') task.status = 'completed';

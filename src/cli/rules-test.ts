@@ -13,7 +13,7 @@ import { loadRulePath, type RuleFiles } from '../rules/rule-files.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { colors, isEntryFile, runCommand, plural, processContext, type CliContext, type Colors } from './cli-output.js';
 import {
-  actionLines, conditionLines, failedActions, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
+  actionLines, conditionLines, failedActions, forEachLimitFromEnv, instantOption, lookupHint, lookupsFromEnv, readCommandLine, sentRequests,
   passes,
 } from './cli-report.js';
 import { problemLine } from './rules-validate.js';
@@ -197,7 +197,9 @@ async function run(options: TestOptions, context: CliContext): Promise<number> {
     return 1;
   }
   const rule = pickRule(files.rules, options.ruleId, options.ruleFile);
-  const result = await testRule(rule, event, { lookups: lookupsFromEnv(context.env)(), now: options.now ?? new Date() });
+  const limit = forEachLimitFromEnv(context.env);
+  if ('error' in limit) throw new UsageError(limit.error);
+  const result = await testRule(rule, event, { lookups: lookupsFromEnv(context.env)(), now: options.now ?? new Date(), maxForEachItems: limit.value });
   const expectation = expectationLine(options.expect, fires(result), paint);
   if (options.json) context.stdout(JSON.stringify(result, null, 2));
   else {

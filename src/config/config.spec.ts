@@ -41,6 +41,7 @@ describe(loadConfig.name, () => {
         adminTokenGenerated: true,
         actionMaxAttempts: 8,
         maxChainDepth: 5,
+        maxForEachItems: 100,
         retentionDays: 30,
         logLevel: 'info',
         replicaHeartbeatMs: 1_000,
@@ -196,6 +197,8 @@ describe(loadConfig.name, () => {
       ['SERVICE_TIMEOUT_MS', { SERVICE_TIMEOUT_MS: 'ten' }],
       ['ACTION_MAX_ATTEMPTS', { ACTION_MAX_ATTEMPTS: '0' }],
       ['MAX_CHAIN_DEPTH', { MAX_CHAIN_DEPTH: '1000' }],
+      ['MAX_FOREACH_ITEMS', { MAX_FOREACH_ITEMS: '0' }],
+      ['MAX_FOREACH_ITEMS', { MAX_FOREACH_ITEMS: 'lots' }],
       ['RETENTION_DAYS', { RETENTION_DAYS: '-30' }],
       ['LOG_LEVEL', { LOG_LEVEL: 'trace' }],
       ['REPLICA_HEARTBEAT_MS', { REPLICA_HEARTBEAT_MS: '1s' }],
@@ -213,6 +216,11 @@ describe(loadConfig.name, () => {
         'REPLICA_DEAD_AFTER_MS: must be greater than REPLICA_HEARTBEAT_MS (2000), got 1500',
       );
       expect(load({ REPLICA_HEARTBEAT_MS: '250', REPLICA_DEAD_AFTER_MS: '2000' })).toMatchObject({ replicaHeartbeatMs: 250, replicaDeadAfterMs: 2000 });
+    });
+
+    it('reads MAX_FOREACH_ITEMS, and says what it must be', () => {
+      expect(load({ MAX_FOREACH_ITEMS: '250' }).maxForEachItems).toBe(250);
+      expect(errorFrom({ MAX_FOREACH_ITEMS: '20000' }).message).toBe('MAX_FOREACH_ITEMS: must be between 1 and 10000, got 20000');
     });
 
     it('explains what SERVICE_API_KEY must look like', () => {

@@ -30,6 +30,8 @@ export interface EngineConfig {
   adminTokenGenerated: boolean;
   actionMaxAttempts: number;
   maxChainDepth: number;
+  /** MAX_FOREACH_ITEMS: a forEach action over more items fails with too_many_items before any request. */
+  maxForEachItems: number;
   retentionDays: number;
   logLevel: LogLevel;
   /** How often this replica writes its heartbeat and looks for replicas whose heartbeat stopped. */
@@ -166,6 +168,7 @@ export function loadConfig(env: Env, generateToken: () => string): EngineConfig 
     adminTokenGenerated: admin.generated,
     actionMaxAttempts: integer(env, 'ACTION_MAX_ATTEMPTS', 8, 1, 100),
     maxChainDepth: integer(env, 'MAX_CHAIN_DEPTH', 5, 1, 100),
+    maxForEachItems: integer(env, 'MAX_FOREACH_ITEMS', 100, 1, 10_000),
     retentionDays: integer(env, 'RETENTION_DAYS', 30, 1, 36_500),
     logLevel: oneOf(env, 'LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     ...replicaTimings(env),
