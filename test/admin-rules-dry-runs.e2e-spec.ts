@@ -81,6 +81,38 @@ describe.each(kinds)('the admin rules API on $name', (kind) => {
       await nothingStored();
     });
 
+    it('shows a delay as its duration, a check against the service of now and one request per forEach item, sending nothing', async () => {
+      const openInProject = [...sim.state.tasks.values()].filter((task) => task.project_id === 'prj_1' && task.status !== 'completed');
+      const unsaved = {
+        id: 'unsaved-time-and-sets',
+        on: 'task.completed',
+        conditions: { all: [{ fact: 'project', params: { id: '{{ event.data.task.project_id }}' }, path: '$.status', operator: 'equal', value: 'active' }] },
+        actions: [
+          { type: 'delay', params: { duration: 'PT72H' } },
+          { type: 'check', conditions: { all: [{ fact: 'tasks', params: { project_id: 'prj_1' }, operator: 'isNotEmpty', value: true }] } },
+          {
+            type: 'task.update',
+            forEach: { fact: 'tasks', params: { project_id: 'prj_1' }, path: "$[?(@.status != 'completed')]" },
+            params: { id: '{{ item.id }}', priority: 'high', description: '{{ index }} in {{ facts.project.name }}' },
+          },
+        ],
+      };
+      const res = await engine.admin('/admin/rules/test', sendJson('POST', { rule: unsaved, event: other }));
+      expect(res.status).toBe(200);
+      const result = await body(res);
+      expect(result.matched).toBe(true);
+      expect(result.actions[0]).toEqual({ type: 'delay', delay: { duration: 'PT72H', ms: 259_200_000 } });
+      expect(result.actions[1]).toEqual({ type: 'check', check: { passed: true, conditions: [expect.objectContaining({ fact: 'tasks', result: true })] } });
+      expect(openInProject.length).toBeGreaterThan(0);
+      expect(result.actions[2].items).toEqual(
+        openInProject.map((task, index) => ({
+          index,
+          request: expect.objectContaining({ method: 'PATCH', path: `/tasks/${task.id}`, body: { priority: 'high', description: `${index} in Website relaunch` } }),
+        })),
+      );
+      await nothingStored();
+    });
+
     it('says when a tested rule does not listen to the event type', async () => {
       const result = await body(engine.admin('/admin/rules/release-review/test', sendJson('POST', { event: { ...released, type: 'task.created' } })));
       expect(result.listens).toBe(false);
