@@ -212,4 +212,44 @@ describe.each(kinds)('time and sets on $name', (kind) => {
     expect((await execution(a.id)).status).toBe('succeeded');
     expect((await engine.admin('/admin/executions/nope/cancel', { method: 'POST' })).status).toBe(404);
   });
+
+  describe('loops', () => {
+    const copyLater = (allowSelfTriggered: boolean) => ({
+      id: 'copy-later',
+      on: 'task.created',
+      actions: [
+        { type: 'delay', params: { duration: 'PT0.2S' } },
+        { type: 'task.create', params: { project_id: 'prj_1', title: 'Copy of {{ event.data.task.title }}' } },
+      ],
+      options: { allowSelfTriggered },
+    });
+    const notifications = () => engineRequests(sim, 'POST', /^\/v1\/workflows\/wf_notify\/trigger$/);
+
+    it('a delayed create is still the engine’s own: its task does not start the rule again', async () => {
+      await start([copyLater(false)]);
+      await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Once' });
+      await waitUntil(() => [...sim.state.tasks.values()].some((t) => t.title === 'Copy of Once'), { timeoutMs: 10_000 });
+      await quiescence(both);
+      expect([...sim.state.tasks.values()].filter((t) => t.title.includes('Once')).map((t) => t.title).sort()).toEqual(['Copy of Once', 'Once']);
+    });
+
+    it('a chain cut by loop protection is reported as an engine event, which is not reported again', async () => {
+      const reportLoops = {
+        id: 'report-loops',
+        on: 'engine.event.loop_blocked',
+        actions: [{ type: 'workflow.trigger', params: { id: 'wf_notify', input: { blocked: '{{ event.data.event.id }}', depth: '{{ event.data.event.depth }}' } } }],
+      };
+      await start([copyLater(true), reportLoops], { MAX_CHAIN_DEPTH: '2' });
+      await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'Chain' });
+      await waitUntil(() => notifications().length === 1, { timeoutMs: 15_000 });
+      await quiescence(both);
+      expect([...sim.state.tasks.values()].filter((t) => t.title.endsWith('Chain')).map((t) => t.title).sort()).toEqual(['Chain', 'Copy of Chain', 'Copy of Copy of Chain']);
+      const blocked = (await allPages(engine, '/admin/events?status=loop_blocked', 50)).items;
+      expect(blocked).toHaveLength(1);
+      expect(notifications()[0]!.body).toEqual({ blocked: blocked[0].id, depth: 2 });
+      const engineEvents = (await allPages(engine, '/admin/events?type=engine.event.loop_blocked', 50)).items;
+      expect(engineEvents.map((e: { status: string }) => e.status)).toEqual(['processed']);
+      expect(notifications()).toHaveLength(1);
+    });
+  });
 });
