@@ -14,6 +14,7 @@ import { rulesDir, startEngine, TEST_SECRET, type RunningEngine } from './suppor
 import { aTaskEvent, body as jsonOf } from './support/events.js';
 import { answerProblems, operationPath, type OpenApiDocument } from './support/openapi-answers.js';
 import { reviewRelease, updateMissing } from './support/rules-harness.js';
+import { waitUntil } from './support/wait.js';
 
 const MAX_BYTES = 16_384;
 const OVERSIZED = JSON.stringify({ type: 'task.created', data: { pad: 'p'.repeat(4 * MAX_BYTES) } });
@@ -242,6 +243,42 @@ describe.each(kinds)('every answer on $name is declared in the OpenAPI document'
       expectAnswer(await answer('POST', `/admin/actions/${failedRun}/retry`), 200);
       expectAnswer(await answer('POST', `/admin/actions/${succeededRun}/retry`), 409, 'not_retryable');
       expectAnswer(await answer('POST', '/admin/actions/run_unknown/retry'), 404, 'not_found');
+    });
+  });
+
+  describe('waiting executions', () => {
+    const waitAnHour = {
+      id: 'wait-an-hour',
+      on: 'task.waiting',
+      actions: [{ type: 'delay', params: { duration: 'PT1H' } }, { type: 'task.update', params: { id: '{{ event.data.task.id }}', title: 'Later' } }],
+    };
+    const waitingOne = async (): Promise<string> => {
+      const event = aTaskEvent('task.waiting');
+      expect((await engine.admin('/admin/events', { method: 'POST', body: json(event) })).status).toBe(202);
+      const detail = await waitUntil(async () => {
+        const got = (await jsonOf(engine.admin(`/admin/events/${event.id!}`))) as { executions?: Array<{ id: string; status: string }> };
+        return got.executions?.[0]?.status === 'waiting' ? got : undefined;
+      });
+      return detail.executions![0]!.id;
+    };
+
+    beforeAll(async () => {
+      expect((await engine.admin('/admin/rules', { method: 'POST', body: json(waitAnHour) })).status).toBe(201);
+    });
+
+    it('POST /admin/executions/{id}/cancel: 200 for a waiting execution, 409 for one that is not, 404', async () => {
+      const waiting = await waitingOne();
+      expectAnswer(await answer('POST', `/admin/executions/${waiting}/cancel`), 200);
+      expectAnswer(await answer('POST', `/admin/executions/${waiting}/cancel`), 409, 'not_waiting');
+      expectAnswer(await answer('POST', '/admin/executions/exe_unknown/cancel'), 404, 'not_found');
+    });
+
+    it('POST /admin/executions/{id}/resume: 200 for a waiting execution, 409 for one that is not, 404', async () => {
+      const waiting = await waitingOne();
+      expectAnswer(await answer('POST', `/admin/executions/${waiting}/resume`), 200);
+      await waitUntil(async () => (await jsonOf(engine.admin(`/admin/executions/${waiting}`)) as { status: string }).status !== 'running');
+      expectAnswer(await answer('POST', `/admin/executions/${waiting}/resume`), 409, 'not_waiting');
+      expectAnswer(await answer('POST', '/admin/executions/exe_unknown/resume'), 404, 'not_found');
     });
   });
 
