@@ -92,7 +92,7 @@ export class StepRunner {
 
   private async expand(claim: ClaimedActionRun, owner: string, execution: LoadedExecution, entry: RuleAction): Promise<ActionRunStatus> {
     const { facts, lookups, context } = await this.factsFor(claim, execution);
-    const items = await resolveForEach(entry.forEach!, context, facts, maxItemsOf(this.config));
+    const items = await resolveForEach(entry.forEach!, context, facts, this.config.maxForEachItems);
     if (!items.ok && (items.code === 'lookup_failed' || lookups.failed)) return this.retryOrFail(claim, owner, execution, items.code, items.message);
     if (!items.ok) return this.end(claim, owner, execution, { status: 'failed', errorCode: items.code, errorMessage: items.message });
     return this.end(claim, owner, execution, { status: 'succeeded', response: { items: items.items.length }, items: items.items });
@@ -131,7 +131,3 @@ export class StepRunner {
   }
 }
 
-/** MAX_FOREACH_ITEMS (default 100). */
-function maxItemsOf(config: EngineConfig): number {
-  return (config as EngineConfig & { maxForEachItems?: number }).maxForEachItems ?? 100;
-}
