@@ -69,7 +69,7 @@ export class AdminRulesService {
 
   async test(rule: LoadedRule, body: unknown) {
     const event = eventOf(body);
-    return testRule(rule, event, { lookups: new ServiceLookups(this.client), now: this.clock.now() });
+    return testRule(rule, event, { lookups: new ServiceLookups(this.client), now: this.clock.now(), maxForEachItems: this.config.maxForEachItems });
   }
 
   async testUnsaved(body: unknown) {
@@ -86,6 +86,7 @@ export class AdminRulesService {
     return runBacktest(this.executions.manager, rules.filter((r) => r.enabled), filter, {
       lookups: () => new ServiceLookups(this.client),
       now: this.clock.now(),
+      maxForEachItems: this.config.maxForEachItems,
     });
   }
 

@@ -87,7 +87,18 @@ export const SCHEMAS: Record<string, Schema> = {
     matched: { type: 'boolean' },
     conditions: { type: 'array', items: ref('Condition') },
     error: str(),
-    actions: { type: 'array', items: obj({ id: str(), type: str(), request: ref('Request'), error: obj({ code: str(), message: str() }) }) },
+    actions: {
+      type: 'array',
+      items: obj({
+        id: str(),
+        type: str(),
+        request: ref('Request'),
+        error: obj({ code: str(), message: str() }),
+        delay: obj({ duration: str('as rendered, e.g. PT72H'), ms: { type: 'integer' } }),
+        check: obj({ passed: { type: 'boolean' }, conditions: { type: 'array', items: ref('Condition') }, error: str() }),
+        items: { type: 'array', description: 'a forEach action: one rendered request (or error) per item', items: obj({ index: { type: 'integer' }, request: ref('Request'), error: obj({ code: str(), message: str() }) }) },
+      }),
+    },
   }),
   BacktestReport: obj({
     events: { type: 'array', items: { type: 'object', additionalProperties: true } },
