@@ -28,11 +28,11 @@ describe(isIsoDate.name, () => {
 });
 
 describe(checkTaskFields.name, () => {
-  it.each([
+  it.each<[string, Record<string, unknown>]>([
     ['no task field at all', {}],
     ['a due date', { due_date: '2026-11-30' }],
     ['a due date taken away', { due_date: null }],
-    ...(['low', 'normal', 'high', 'urgent'] as const).map((priority) => [`priority ${priority}`, { priority }] as const),
+    ...['low', 'normal', 'high', 'urgent'].map((priority): [string, Record<string, unknown>] => [`priority ${priority}`, { priority }]),
   ])('accepts %s', (_case, body) => {
     expect(problemOf(body)).toBeUndefined();
   });
