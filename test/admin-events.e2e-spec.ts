@@ -31,18 +31,27 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
     const created = aTaskEvent('task.created', { title: 'Nobody listens' });
     const blocked = aTaskEvent('task.blocked', { title: 'Stuck' });
 
+    /** The engine's own report of the blocked event's action failing for good (engine.action_run.failed), which no rule listens to. */
+    const failureReport: { id?: string } = {};
+
     beforeAll(async () => {
       ({ engine } = rig);
       for (const event of [released, docs, created, blocked]) {
         expect((await deliver(engine.url, event)).status).toBe(202);
-        await settledEvent(engine, event.id!);
+        const detail = await settledEvent(engine, event.id!);
+        if (event === blocked) {
+          const [run] = detail.executions[0].actions;
+          failureReport.id = `engine:action_run.failed:${run.id}:${run.attempts}`;
+        }
       }
+      await settledEvent(engine, failureReport.id!);
     });
 
-    it('lists every event with its summary', async () => {
+    it('lists every event with its summary, the engine’s own among them', async () => {
       const list = await body(engine.admin('/admin/events'));
       expect(list.next_cursor).toBeNull();
-      expect(ids(list.items)).toEqual(ids([released, docs, created, blocked] as Array<{ id: string }>));
+      expect(ids(list.items)).toEqual(ids([released, docs, created, blocked, failureReport] as Array<{ id: string }>));
+      expect(list.items.find((e: { id: string }) => e.id === failureReport.id)).toMatchObject({ type: 'engine.action_run.failed', status: 'ignored', source: 'engine' });
       expect(list.items.find((e: { id: string }) => e.id === released.id)).toMatchObject({
         type: 'task.completed',
         status: 'processed',
@@ -54,13 +63,13 @@ describe.each(kinds)('the admin events API on $name', (kind) => {
 
     it.each([
       ['type=task.completed', ['released', 'docs']],
-      ['status=ignored', ['docs', 'created']],
+      ['status=ignored', ['docs', 'created', 'failureReport']],
       ['status=processed', ['released', 'blocked']],
       ['type=task.completed&status=ignored', ['docs']],
       ['type=task.completed&status=processed', ['released']],
       ['type=project.created', []],
     ])('filters with %s', async (query, names) => {
-      const byName: Record<string, { id?: string }> = { released, docs, created, blocked };
+      const byName: Record<string, { id?: string }> = { released, docs, created, blocked, failureReport };
       const list = await body(engine.admin(`/admin/events?${query}`));
       expect(list.items.map((e: { id: string }) => e.id).sort()).toEqual(names.map((n) => byName[n].id).sort());
     });
