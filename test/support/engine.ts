@@ -134,5 +134,11 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   await untilListening(child, url, output);
-  return { url, port, child, output, admin: adminClient(url, TEST_ADMIN_TOKEN), kill: killer(child) };
+  const kill = killer(child);
+  let killed = false;
+  // An engine that ends by itself (a crash) says why where the test's output shows it: otherwise only "fetch failed" would.
+  child.once('exit', (code, signal) => {
+    if (!killed) process.stderr.write(`\nengine at ${url} exited by itself (${code ?? signal}); its last output:\n${output.slice(-30).join('')}\n`);
+  });
+  return { url, port, child, output, admin: adminClient(url, TEST_ADMIN_TOKEN), kill: (signal) => ((killed = true), kill(signal)) };
 }
