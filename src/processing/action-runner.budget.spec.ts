@@ -20,7 +20,7 @@ beforeAll(() => Logger.overrideLogger(false));
 describe.each(kinds)(`${ActionRunner.name} on $name, when the rate budget is used up`, (kind) => {
   let sim: Simulator;
   let core: Core;
-  /** One call a window: the budget of this process (SQLite), or the one replicas share (PostgreSQL), on a 1 s window. */
+  /** One call a window: the budget of this process (SQLite), or the one replicas share (PostgreSQL), on a 1 s window (a grant lives 1 s: long enough for a loaded machine to use it). */
   let budget: Budget;
 
   beforeAll(async () => {
@@ -33,7 +33,7 @@ describe.each(kinds)(`${ActionRunner.name} on $name, when the rate budget is use
     const clock = () => core.clock.now().getTime();
     budget =
       kind.name === 'postgres'
-        ? new SharedRateBudget({ db: core.db, replica: core.queue.owner, limitPerMinute: 1, clock, windowMs: 1_000, graceMs: 100 })
+        ? new SharedRateBudget({ db: core.db, replica: core.queue.owner, limitPerMinute: 1, clock, windowMs: 1_000, graceMs: 1_000 })
         : new RateBudget({ limitPerMinute: 1, clock, windowMs: 1_000 });
     core.client.useBudget(budget);
     core.useRules(review);
@@ -56,7 +56,7 @@ describe.each(kinds)(`${ActionRunner.name} on $name, when the rate budget is use
   async function budgetFrees(ms: number): Promise<void> {
     core.clock.advance(ms);
     if (kind.name === 'postgres') {
-      const inSpan = `SELECT COUNT(*)::int AS n FROM rate_budget_grants WHERE granted_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8 - 1100`;
+      const inSpan = `SELECT COUNT(*)::int AS n FROM rate_budget_grants WHERE granted_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8 - 2100`;
       await waitUntil(async () => ((await core.db.dataSource.query(inSpan)) as Array<{ n: number }>)[0]!.n === 0, { timeoutMs: 5_000 });
     }
     await waitUntil(() => budget.room(1).free > 0, { timeoutMs: 5_000 });
