@@ -4,9 +4,9 @@
  *
  * A `path` is resolved as conditions resolve it (facts.ts `resolvePath`). A
  * plain path (`$.data.items`) must lead to an array. A JSONPath that selects
- * (a filter, a wildcard, `..`) yields its matches: jsonpath-plus, as
- * json-rules-engine calls it, hands back a lone match unwrapped and no match
- * as undefined, so those are read as one item and as no items.
+ * (a filter, a wildcard, `..`) yields its matches, a list however many there
+ * are; nothing found (null or undefined) is read as no items, and a lone value
+ * that is not a list as one item.
  */
 import { isObject } from '../json.js';
 import { isRemoteFact, parseSimplePath, resolvePath, type EventFacts, type LookupName } from './facts.js';
