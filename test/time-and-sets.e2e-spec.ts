@@ -233,6 +233,29 @@ describe.each(kinds)('time and sets on $name', (kind) => {
       expect([...sim.state.tasks.values()].filter((t) => t.title.includes('Once')).map((t) => t.title).sort()).toEqual(['Copy of Once', 'Once']);
     });
 
+    it('a forEach over the tasks the rule itself creates cannot loop: its copies are its own doing', async () => {
+      await start([
+        {
+          id: 'copy-each',
+          on: 'task.created',
+          actions: [
+            {
+              type: 'task.create',
+              forEach: { fact: 'tasks', params: { project_id: '{{ event.data.task.project_id }}' } },
+              params: { project_id: '{{ item.project_id }}', title: 'Copy of {{ item.title }}' },
+            },
+          ],
+        },
+      ]);
+      const before = [...sim.state.tasks.values()].filter((t) => t.project_id === 'prj_2').length;
+      await createTaskAsAPerson(sim, { project_id: 'prj_2', title: 'Seed' });
+      await waitUntil(() => [...sim.state.tasks.values()].filter((t) => t.title.startsWith('Copy of')).length === before + 1, { timeoutMs: 10_000 });
+      await quiescence(both);
+      expect([...sim.state.tasks.values()].filter((t) => t.title.startsWith('Copy of'))).toHaveLength(before + 1);
+      const created = (await allPages(engine, '/admin/events?type=task.created', 500)).items;
+      expect(created.filter((e: { status: string }) => e.status === 'ignored').map((e: { depth: number }) => e.depth)).toEqual(Array(before + 1).fill(1));
+    });
+
     it('a chain cut by loop protection is reported as an engine event, which is not reported again', async () => {
       const reportLoops = {
         id: 'report-loops',

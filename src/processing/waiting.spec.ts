@@ -127,6 +127,24 @@ describe.each(kinds)('waiting executions on $name', (kind) => {
     expect(rig.sim.requests.map((r) => r.body)).toEqual([{ title: 'c' }]);
   });
 
+  it('forEach with more items than MAX_FOREACH_ITEMS fails with too_many_items before anything is sent', async () => {
+    core().useRules(aRule({
+      id: 'too-many',
+      actions: [
+        { type: 'task.update', forEach: '{{ event.data.task.ids }}', params: { id: '{{ item }}', title: 'x' } },
+        { type: 'task.create', params: { project_id: 'prj_1', title: 'after' } },
+      ],
+    }));
+    const event = taskEvent('task.completed', { ids: Array.from({ length: core().config.maxForEachItems + 1 }, (_, i) => `tsk_${i}`) });
+    await core().store(event);
+    await core().processNext();
+    expect(await core().performNext()).toMatchObject({ status: 'failed' });
+    const [execution] = await core().executions(event.id);
+    expect(execution).toMatchObject({ status: 'failed' });
+    expect((await core().runs(execution!.id)).map((r) => [r.type, r.status, r.errorCode, r.itemIndex])).toEqual([['task.update', 'failed', 'too_many_items', null]]);
+    expect(rig.sim.requests).toEqual([]);
+  });
+
   it('forEach items get keys of their own, derived from event, rule, position and index', () => {
     const keys = [0, 1, 2].map((index) => actionRunId('evt_1', 'rule', 0, index));
     expect(new Set([...keys, actionRunId('evt_1', 'rule', 0)]).size).toBe(4);
