@@ -7,9 +7,10 @@ import type { ConnectionMode } from './bench-load.js';
 /**
  * intake: closed loop, events no rule matches; e2e: closed loop, every event
  * matching; open: half the reference's rate, open loop; backlog: drain rate with
- * a backlog waiting; startup: time to ready with many rule files.
+ * a backlog waiting; startup: time to ready with many rule files; waiting:
+ * memory, claim time and latency with many executions waiting on a delay.
  */
-export type Section = 'intake' | 'e2e' | 'open' | 'backlog' | 'startup' | 'matching';
+export type Section = 'intake' | 'e2e' | 'open' | 'backlog' | 'startup' | 'matching' | 'waiting';
 export type Layout = 'child' | 'in-process';
 
 export interface BenchOptions {
@@ -31,6 +32,8 @@ export interface BenchOptions {
   /** Backlog run: events waiting before the engine starts, and how many of them are timed. */
   backlog: number;
   backlogMeasured: number;
+  /** Waiting run: executions waiting on a three-day delay (bench-waiting.ts). */
+  waiting: number;
   /** Start-up run: rule files loaded. */
   startupRules: number;
   matchingRuleCounts: number[];
@@ -49,19 +52,19 @@ export interface BenchOptions {
 
 export class BenchUsageError extends Error {}
 
-export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|open|backlog|startup|matching[,…]]
+export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|open|backlog|startup|matching|waiting[,…]]
                          [--connections N] [--seconds S] [--events N] [--connection keep-alive|per-event|both]
                          [--connection-per-event] [--open-rate N] [--backlog N] [--backlog-measured N]
-                         [--rules N] [--layout child|in-process] [--profile] [--replicas N]
+                         [--rules N] [--waiting N] [--layout child|in-process] [--profile] [--replicas N]
 --replicas N alone measures only 1 … N replicas on PostgreSQL (add --only … for other parts too)
 environment: BENCH_DURATION_S, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, BENCH_E2E_DURATION_S,
-             BENCH_BACKLOG, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
+             BENCH_BACKLOG, BENCH_WAITING, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
 
-const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'matching'];
+const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'waiting', 'matching'];
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 const KNOWN_FLAGS = [
   'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
-  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas',
+  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas', 'waiting',
 ];
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -134,6 +137,7 @@ function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
     backlog: int('backlog', flags.get('backlog') ?? env.BENCH_BACKLOG, 200_000, 10_000),
     backlogMeasured: int('backlog-measured', flags.get('backlog-measured'), 5_000, 500),
     startupRules: int('rules', flags.get('rules'), 1_000, 1_000),
+    waiting: int('waiting', flags.get('waiting') ?? env.BENCH_WAITING, 100_000, 20_000),
   };
 }
 

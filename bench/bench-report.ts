@@ -12,6 +12,7 @@ import { replicaLines } from './bench-replicas.js';
 import type { BenchResults } from './bench-results.js';
 import { backlogLines, closedLoopLines, int, openLoopLines, startupLines } from './bench-tables.js';
 import { judgeTargets, targetLines } from './bench-targets.js';
+import { waitingLines } from './bench-waiting.js';
 
 function matchingLine(m: MatchingBenchmark[]): string {
   const parts = m.map((r) => `${int(r.ruleCount)} rules ${int(r.eventsPerSecond)} ev/s (${r.evaluatedPerEvent.toFixed(1)} evaluated/event)`);
@@ -44,6 +45,7 @@ export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow
   const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}; ${describeLayout(layout)}; ${load}):`)];
   for (const warning of [loadWarning(m), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));
   lines.push(...closedLoopLines(results.closedLoop, results.options.durationS), ...openLoopLines(results.openLoop, results.options.drainLimitS), ...backlogLines(results.backlog), ...startupLines(results.startup));
+  lines.push(...waitingLines(results.waiting));
   lines.push(...replicaLines(results.replicas ?? []));
   if (results.matching.length > 0) lines.push(matchingLine(results.matching));
   for (const s of results.skipped) lines.push(paint.yellow(`skipped: ${s}`));

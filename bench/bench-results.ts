@@ -12,6 +12,7 @@ import type { BenchOptions } from './bench-options.js';
 import type { MatchingBenchmark } from './bench-matching.js';
 import type { ReplicaFigures } from './bench-replicas.js';
 import type { StartupFigures } from './bench-startup.js';
+import type { WaitingFigures } from './bench-waiting.js';
 
 export interface TargetVerdict {
   target: string;
@@ -33,6 +34,8 @@ export interface BenchResults {
   openLoop: OpenLoopFigures[];
   backlog: BacklogFigures[];
   startup: StartupFigures[];
+  /** Executions waiting on a delay (bench-waiting.ts): one, then `--waiting`. */
+  waiting: WaitingFigures[];
   matching: MatchingBenchmark[];
   /** `--replicas N`: 1 … N engine processes on one PostgreSQL database (bench-replicas.ts). */
   replicas?: ReplicaFigures[];
@@ -65,6 +68,7 @@ export function emptyResults(options: BenchOptions): BenchResults {
     openLoop: [],
     backlog: [],
     startup: [],
+    waiting: [],
     matching: [],
     targets: [],
     skipped: [],

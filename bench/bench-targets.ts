@@ -7,6 +7,7 @@
 import type { ClosedLoopFigures } from './bench-closed.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
 import { decimal, int, ms, ratio, referenceOf, seconds } from './bench-tables.js';
+import { claimTime } from './bench-waiting.js';
 
 type Check = { figure: string; met: boolean } | undefined;
 
@@ -14,6 +15,9 @@ const PEAK_RSS_MB = 200;
 const STARTUP_S = 2;
 /** "No growing backlog": what was acknowledged is done within this long after sending stops. */
 const KEEPS_UP_DRAIN_S = 1;
+/** "Waiting executions cost nothing while they wait": with 100,000 waiting, within this of one waiting. */
+const WAITING_RATIO = 1.2;
+const WAITING_TARGET = 100_000;
 
 function closed(r: BenchResults, system: ClosedLoopFigures['system'], kind: ClosedLoopFigures['kind']): ClosedLoopFigures | undefined {
   return r.closedLoop.find((f) => f.system === system && f.kind === kind && f.connectionMode === 'keep-alive');
@@ -61,6 +65,7 @@ function peakRss(r: BenchResults): Check {
     ...r.closedLoop.filter((f) => f.system !== 'reference').map((f) => ({ mb: f.memory.peakRssMb, what: `${f.kind} ${f.connectionMode} ${f.system}` })),
     ...r.openLoop.filter((f) => f.system !== 'reference').map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}` })),
     ...r.backlog.flatMap((b) => [b.emptyQueue, b.backlog].map((d) => ({ mb: d.memory.peakRssMb, what: `backlog ${int(d.waiting)} ${b.system}` }))),
+    ...r.waiting.flatMap((w) => [w.empty, w.seeded].map((d) => ({ mb: d.peakRssMb, what: `${int(d.waiting)} waiting ${w.system}` }))),
   ].filter((x): x is { mb: number; what: string } => x.mb !== undefined);
   if (runs.length === 0) return undefined;
   const worst = runs.reduce((a, b) => (b.mb > a.mb ? b : a));
@@ -72,6 +77,18 @@ function startup(r: BenchResults): Check {
   if (!s) return undefined;
   const worst = Math.max(s.freshSeconds, s.restartSeconds ?? 0);
   return { figure: `${seconds(s.freshSeconds)} fresh${s.restartSeconds === undefined ? '' : `, ${seconds(s.restartSeconds)} restart`} (${int(s.ruleFiles)} files)`, met: worst <= STARTUP_S };
+}
+
+/** Claim time and RSS with many executions waiting, against one waiting; and none of them claimed before it is due. */
+function waiting(r: BenchResults, system: 'sqlite' | 'postgres'): Check {
+  const f = r.waiting.find((x) => x.system === system);
+  if (!f) return undefined;
+  const q = f.ratios;
+  const within = (x: number) => x <= WAITING_RATIO;
+  const peak = f.seeded.peakRssMb === undefined ? 'peak RSS not measured (in process)' : `peak RSS ${int(f.seeded.peakRssMb)} / ${int(f.empty.peakRssMb ?? 0)} MB (${ratio(q.peakRss)})`;
+  const figure = `claim p50 ${claimTime(f.seeded.claimMs.p50)} / ${claimTime(f.empty.claimMs.p50)} (${ratio(q.claimP50)}), idle RSS ${int(f.seeded.steadyRssMb)} / ${int(f.empty.steadyRssMb)} MB (${ratio(q.steadyRss)}), ${peak}; ${int(f.waiting)} waiting, ${int(f.touched)} touched`;
+  const untouched = f.touched === 0 && f.seeded.claimed === 0 && f.empty.claimed === 0;
+  return { figure, met: untouched && within(q.claimP50) && within(q.steadyRss) && (f.seeded.peakRssMb === undefined || within(q.peakRss)) };
 }
 
 function verdict(target: string, check: Check): TargetVerdict {
@@ -95,6 +112,8 @@ export function judgeTargets(r: BenchResults): TargetVerdict[] {
     verdict('PostgreSQL drain rate with a backlog ≥ 0.8 × empty queue', backlog(r, 'postgres')),
     verdict(`engine peak RSS ≤ ${PEAK_RSS_MB} MB in these runs`, peakRss(r)),
     verdict(`start-up ≤ ${STARTUP_S} s with 1,000 rule files`, startup(r)),
+    verdict(`SQLite: claim time and RSS with ${int(WAITING_TARGET)} waiting within ${WAITING_RATIO}× of an empty database, none touched`, waiting(r, 'sqlite')),
+    verdict(`PostgreSQL: claim time and RSS with ${int(WAITING_TARGET)} waiting within ${WAITING_RATIO}× of an empty database, none touched`, waiting(r, 'postgres')),
   ];
 }
 
@@ -105,6 +124,7 @@ function conditions(r: BenchResults): string {
     o.quick ? 'a --quick run (short, small backlog): indicative only' : undefined,
     o.connections !== 32 ? `${o.connections} connections, not 32` : undefined,
     o.backlog < 200_000 ? `a backlog of ${int(o.backlog)}, not 200,000` : undefined,
+    r.waiting.length > 0 && o.waiting < WAITING_TARGET ? `${int(o.waiting)} waiting executions, not ${int(WAITING_TARGET)}` : undefined,
   ].filter((x) => x !== undefined);
   return unlike.length > 0 ? `; this run: ${unlike.join('; ')}` : '';
 }

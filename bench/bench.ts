@@ -2,8 +2,8 @@
  * `npm run bench` (SPEC 10): the engine beside a minimal reference server
  * (reference-server.ts) under the same load in the same run: closed loops
  * end to end and intake only, an open loop at half the reference's rate, the
- * drain rate with a backlog waiting, start-up with many rule files, and rule
- * matching; printed with the fast-path targets met or not, and written to
+ * drain rate with a backlog waiting, start-up with many rule files, memory
+ * and claim time with many executions waiting on a delay, and rule matching; printed with the fast-path targets met or not, and written to
  * bench/results/latest.json. See bench/README.md for the method.
  *
  * Each measured run gets a fresh process and a fresh database, so one run's
@@ -29,6 +29,7 @@ import { BenchUsageError, parseBenchOptions, USAGE, type BenchOptions } from './
 import { finishResults, summaryLines, writeResults } from './bench-report.js';
 import { emptyResults, type BenchResults } from './bench-results.js';
 import { runStartup } from './bench-startup.js';
+import { runWaiting } from './bench-waiting.js';
 import { databaseFor, type ScenarioContext, type SystemName } from './bench-systems.js';
 import { referenceOf } from './bench-tables.js';
 
@@ -124,6 +125,9 @@ async function engineParts(options: BenchOptions, cleanup: Cleanup, cli: CliCont
   }
   for (const rules of wants('startup') ? (options.quick ? [options.startupRules] : [options.startupRules, 1]) : []) {
     await attempt(`start-up with ${rules} rule files`, results, cli, async () => void results.startup.push(await runStartup(ctx, rules)));
+  }
+  for (const name of wants('waiting') ? databases : []) {
+    await attempt(`waiting executions on ${name}`, results, cli, async () => void results.waiting.push(await runWaiting(ctx, name)));
   }
   if (options.replicas !== undefined && !databases.includes('postgres')) results.skipped.push('replicas: they need PostgreSQL');
   else if (options.replicas !== undefined) {
