@@ -1,7 +1,7 @@
 /**
  * Waiting is not holding, end to end: with the rate budget used up, the
- * engine's workers leave the runs it cannot start in the database, waiting and
- * unclaimed, instead of claiming them and holding their leases while they wait.
+ * engine's workers leave the runs it cannot start in the database, waiting,
+ * instead of holding their leases while they wait; nothing is sent beyond it.
  */
 import { Database } from '../src/database/database.service.js';
 import { databasesUnderTest } from './support/databases.js';
@@ -21,17 +21,15 @@ interface RunRow {
   status: string;
   attempts: number;
   lease_owner: string | null;
-  created_at: string;
-  updated_at: string;
 }
 
 describe.each(kinds)('a used-up rate budget on $name', (kind) => {
   const rig = useRig(kind);
 
-  it('leaves the runs it cannot start waiting in the database, unclaimed, and sends only what the budget allows', async () => {
+  it('leaves the runs it cannot start waiting in the database, holding nothing, and sends only what the budget allows', async () => {
     const engine = await rig.start([review], { SERVICE_RATE_LIMIT_PER_MINUTE: '2' });
     const db = engine.app.get(Database);
-    const runs = () => db.dataSource.query('SELECT status, attempts, lease_owner, created_at, updated_at FROM action_runs ORDER BY created_at') as Promise<RunRow[]>;
+    const runs = () => db.dataSource.query('SELECT status, attempts, lease_owner FROM action_runs ORDER BY created_at') as Promise<RunRow[]>;
     for (const title of ['a', 'b', 'c', 'd']) await deliver(engine.url, aTaskEvent('task.completed', { title }));
 
     const settled = await waitUntil(
@@ -42,10 +40,13 @@ describe.each(kinds)('a used-up rate budget on $name', (kind) => {
       { what: 'four runs, two of them sent' },
     );
     const waiting = settled.filter((r) => r.status !== 'succeeded');
-    // Never claimed: a claim counts an attempt and leases the run, and handing it back rewrites updated_at.
-    expect(waiting.map((r) => [r.status, Number(r.attempts), r.lease_owner, r.updated_at === r.created_at])).toEqual([
-      ['pending', 0, null, true],
-      ['pending', 0, null, true],
+    // Waiting in the database, holding no lease and counting no attempt. (Normally never claimed at all: the
+    // workers claim only what the budget can start, which action-runner.budget.spec.ts shows on a manual clock.
+    // On a loaded machine a shared-budget grant can lapse between that check and the send; the run is then
+    // handed back, which rewrites updated_at, so that is not asserted here.)
+    expect(waiting.map((r) => [r.status, Number(r.attempts), r.lease_owner])).toEqual([
+      ['pending', 0, null],
+      ['pending', 0, null],
     ]);
     expect(rig.sim.requests.filter((r) => r.method === 'POST')).toHaveLength(2);
   });
