@@ -6,6 +6,7 @@ import { AppModule } from './app.module.js';
 import { type Clock, systemClock } from './clock.js';
 import { type EngineConfig, secretsOf } from './config/config.js';
 import { IntakeService } from './intake/intake.service.js';
+import { serveWebhooksFirst } from './intake/webhook-route.js';
 import { JsonLogger, Redactor } from './observability/json-logger.js';
 import { Workers } from './processing/workers.js';
 import { setupOpenApi } from './http/openapi.js';
@@ -25,6 +26,7 @@ export async function createApp(config: EngineConfig, options: AppOptions = {}):
   });
   app.getHttpAdapter().getInstance().disable('x-powered-by');
   setupOpenApi(app);
+  serveWebhooksFirst(app.getHttpServer(), app.get(IntakeService), config.webhookMaxBytes);
   return app;
 }
 

@@ -1,10 +1,10 @@
 /** Request bodies as raw bytes (signatures are computed over them), with the size limit enforced while reading. */
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import { DomainError } from '../errors.js';
 
 /** Reads the body as raw bytes, refusing it as soon as it is known to exceed the limit. */
-export async function readBody(req: Request, limit: number): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   try {
     return await getRawBody(req, { limit, length: req.headers['content-length'] });
   } catch (error) {

@@ -1,0 +1,76 @@
+/**
+ * POST /webhooks served straight from node:http, in front of Express and Nest.
+ * It is the one route every event pays for, thousands of times a second, and
+ * Express's router, Nest's pipeline and `res.json` cost about as much CPU as
+ * verifying and storing the event; everything else (the admin API, /health,
+ * the console, the documentation) goes on to Nest as before.
+ *
+ * The answers are exactly the controller's (intake.controller.ts, which stays
+ * for the documentation and for the spellings Express also routes there, such
+ * as `/webhooks/`) and the error filter's (http/error.filter.ts): the same
+ * status, JSON body, Content-Type, ETag, Retry-After on a storage refusal, and
+ * `Connection: close` on a 413, which comes before a body known to be too large
+ * is read. The steps are the controller's: ready (503 before reading), body
+ * within WEBHOOK_MAX_BYTES, signature, envelope, group commit.
+ */
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
+import { Logger } from '@nestjs/common';
+import { DomainError, errorBody, StorageUnavailableError } from '../errors.js';
+import { readBody } from '../http/body.js';
+import type { IntakeService } from './intake.service.js';
+
+const logger = new Logger('http');
+
+/** The requests this route takes; any other spelling of the path is left to Express, which routes it to the controller. */
+export function isWebhookPost(req: IncomingMessage): boolean {
+  if (req.method !== 'POST') return false;
+  const url = req.url ?? '';
+  return url === '/webhooks' || url.startsWith('/webhooks?');
+}
+
+/** Puts the webhook route in front of whatever already answers the server's requests (Nest's Express app). */
+export function serveWebhooksFirst(server: Server, intake: IntakeService, maxBytes: number): void {
+  const others = server.listeners('request') as RequestListener[];
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (isWebhookPost(req)) void receiveWebhook(intake, maxBytes, req, res);
+    else for (const listener of others) listener.call(server, req, res);
+  });
+}
+
+async function receiveWebhook(intake: IntakeService, maxBytes: number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    intake.assertReady();
+    const rawBody = await readBody(req, maxBytes);
+    const result = await intake.receiveWebhook(rawBody, req.headers['x-service-signature'] as string | undefined);
+    answer(res, result.status === 'duplicate' ? 200 : 202, result);
+  } catch (error) {
+    answerError(res, error);
+  }
+}
+
+/** As the error filter answers: a domain error with its status and code, anything else 500 and logged. */
+function answerError(res: ServerResponse, error: unknown): void {
+  if (res.headersSent) return;
+  if (!(error instanceof DomainError)) {
+    logger.error(`unexpected error: ${(error as Error)?.message ?? String(error)}`, (error as Error)?.stack);
+    answer(res, 500, errorBody('internal_error', 'the engine failed to handle this request; see its log'));
+    return;
+  }
+  if (error.code === 'payload_too_large') res.setHeader('Connection', 'close');
+  if (error.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(error.retryAfterSeconds));
+  if (error instanceof StorageUnavailableError) error.refused();
+  answer(res, error.status, errorBody(error.code, error.message, error.details));
+}
+
+/** As Express's `res.status(status).json(body)`: the same headers, its weak ETag included. */
+function answer(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  const length = Buffer.byteLength(text);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', length);
+  res.setHeader('ETag', `W/"${length.toString(16)}-${createHash('sha1').update(text, 'utf8').digest('base64').substring(0, 27)}"`);
+  res.end(text);
+}
