@@ -34,6 +34,15 @@ export interface KnownResources {
 const SNAPSHOTS = (n: number) => `SELECT resource_key, payload FROM resource_snapshots WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
 const PROVENANCE = (n: number) =>
   `SELECT resource_key, depth, changed_at, rule_id FROM resource_provenance WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
+/**
+ * PostgreSQL: one statement whatever the batch size, and one primary-key probe
+ * per key (LATERAL … LIMIT 1 cannot become a hash join), so a young table with
+ * stale statistics is never read whole.
+ */
+const byKeys = (columns: string, table: string) => `SELECT r.* FROM unnest(?::text[]) AS k(key)
+  CROSS JOIN LATERAL (SELECT ${columns} FROM ${table} WHERE resource_key = k.key LIMIT 1) r`;
+const SNAPSHOTS_PG = byKeys('resource_key, payload', 'resource_snapshots');
+const PROVENANCE_PG = byKeys('resource_key, depth, changed_at, rule_id', 'resource_provenance');
 
 @Injectable()
 export class EventProcessor {
@@ -56,8 +65,10 @@ export class EventProcessor {
     const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
     const sql = statementsOf(this.db.manager);
-    const snapshots = await sql.rows<{ resource_key: string; payload: string }>(SNAPSHOTS(keys.length), keys);
-    const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(PROVENANCE(keys.length), keys);
+    const pg = this.db.kind === 'postgres';
+    const params = pg ? [keys] : keys;
+    const snapshots = await sql.rows<{ resource_key: string; payload: string }>(pg ? SNAPSHOTS_PG : SNAPSHOTS(keys.length), params);
+    const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(pg ? PROVENANCE_PG : PROVENANCE(keys.length), params);
     return {
       snapshots: new Map(snapshots.map((s) => [s.resource_key, s])),
       provenance: new Map(provenance.map((p) => [p.resource_key, { depth: Number(p.depth), changedAt: p.changed_at, ruleId: p.rule_id }])),

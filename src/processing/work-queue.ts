@@ -113,15 +113,18 @@ export class WorkQueue {
                         WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
                           AND a.status IN ('pending', 'running', 'retrying'))
       ORDER BY e.seq LIMIT ?`;
-    return `
+    // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
+    const pg = this.db.kind === 'postgres';
+    const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
+    return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
       UPDATE events SET lease_owner = ?, lease_until = ?
       WHERE seq IN (
         SELECT c.seq FROM events c
-        WHERE c.seq IN (SELECT seq FROM (${claimable(`e.seq < ${BARRIER_SEQ}`)}) before_barrier
+        WHERE c.seq ${this.inCandidates(`SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier
                         UNION ALL
-                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${BARRIER_SEQ}`, index('idx_events_waiting_seen'))}) seen
+                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${barrier}`, index('idx_events_waiting_seen'))}) seen
                         UNION ALL
-                        SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq >= ${BARRIER_SEQ} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'))}) unseen)
+                        SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq >= ${barrier} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'))}) unseen`)}
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
         ORDER BY c.seq LIMIT ? ${this.skipLocked})
@@ -146,17 +149,39 @@ export class WorkQueue {
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
   async claimActionRuns(limit: number, leaseMs: number): Promise<ClaimedActionRun[]> {
     const now = this.clock.now().toISOString();
-    const sql = `
+    const params = [this.owner, isoIn(this.clock, leaseMs), now, ...Array<unknown>(3).fill([now, now, limit]).flat(), now, limit];
+    return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(this.claimActionRunsSql, params));
+  }
+
+  /**
+   * Due runs of each unfinished status through idx_action_runs_due (status,
+   * next_attempt_at), each scan stopping after `limit`: a filter over every
+   * unfinished run (or, planned on young statistics, over the whole table)
+   * would grow with the backlog and the history.
+   */
+  private get claimActionRunsSql(): string {
+    const due = (status: string) => `SELECT * FROM (SELECT id, next_attempt_at FROM action_runs
+        WHERE status = '${status}' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+        ORDER BY next_attempt_at LIMIT ?) ${status}_runs`;
+    return `
       UPDATE action_runs
       SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
       WHERE id IN (
-        SELECT id FROM action_runs
-        WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ?
-          AND (lease_until IS NULL OR lease_until < ?)
-        ORDER BY next_attempt_at LIMIT ? ${this.skipLocked})
+        SELECT c.id FROM action_runs c
+        WHERE c.id ${this.inCandidates(`SELECT id FROM (${due('pending')} UNION ALL ${due('retrying')} UNION ALL ${due('running')}) d`)}
+          -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
+          AND c.status IN ('pending', 'retrying', 'running') AND (c.lease_until IS NULL OR c.lease_until < ?)
+        ORDER BY c.next_attempt_at LIMIT ? ${this.skipLocked})
       RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
-    const params = [this.owner, isoIn(this.clock, leaseMs), now, now, now, limit];
-    return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(sql, params));
+  }
+
+  /**
+   * `IN (candidates)`; on PostgreSQL `= ANY(ARRAY(candidates))`, computed once
+   * and probed through the primary key, so the row is never found by walking
+   * an index from its start to the last candidate (a merge join would).
+   */
+  private inCandidates(candidates: string): string {
+    return this.db.kind === 'postgres' ? `= ANY(ARRAY(${candidates}))` : `IN (${candidates})`;
   }
 
   /**
