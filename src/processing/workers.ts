@@ -27,9 +27,10 @@ import { storageFaultOf } from '../database/storage-faults.js';
 import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
+import { isStep } from '../rules/rule.types.js';
 import { Replicas } from './replicas.js';
 import { WorkQueue } from './work-queue.js';
-import type { ClaimedActionRun, ClaimedEvent, LoadedExecution, PreparedEvent } from './work.js';
+import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
 const EVENT_BATCH = 32;
@@ -90,10 +91,12 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private loops: Promise<void>[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Action runs being performed now. */
-  private readonly slots = new Set<Promise<void>>();
+  private readonly slots = new Set<Promise<unknown>>();
   private readonly maxInFlight: number;
   /** Set when a storage fault cut work short while this process held event leases; cleared once they are handed back. */
   private leasesToHandBack = false;
+  /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
+  private actionClaimFull = true;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -141,11 +144,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const pause = new Backoff();
     while (this.running) {
       const claims = (await this.handBackLeases()) ? await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH)) : [];
-      if (claims && claims.length > 0) await this.track(this.processBatch(claims));
+      const more = claims && claims.length > 0 ? await this.track(this.processBatch(claims)) : false;
       if (this.storageFailing) await this.events.sleep(pause.next());
       else {
         pause.reset();
-        if (!claims || claims.length === 0) await this.events.sleep(POLL_MS);
+        if (!more) await this.events.sleep(POLL_MS);
         else await yieldToIo();
       }
     }
@@ -167,8 +170,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     return handedBack === true;
   }
 
-  /** Evaluates a claimed batch concurrently, then commits it in one transaction. */
-  private async processBatch(claims: ClaimedEvent[]): Promise<void> {
+  /**
+   * Evaluates a claimed batch concurrently, then commits it in one transaction.
+   * True when events may be claimable at once (claim again without waiting for a nudge).
+   */
+  private async processBatch(claims: ClaimedEvent[]): Promise<boolean> {
     const prepared: PreparedEvent[] = [];
     const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims));
     await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
@@ -181,15 +187,16 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
     const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
     // Committing each event on its own cannot help when the database takes no writes at all.
-    if (created === undefined && this.leasesToHandBack) return;
+    if (created === undefined && this.leasesToHandBack) return true;
     if (created === undefined) {
       // The batch could not be committed as a whole: commit each on its own, so one bad event cannot hold back the others.
       for (const one of prepared) await this.processEvent(one.claim);
-      return;
+      return true;
     }
     this.replicas.countEvents(prepared.length);
     for (const { run, execution, leased } of created) if (leased) this.startAction(run, execution);
     if (created.some(({ leased }) => !leased)) this.actions.nudge();
+    return claims.length === EVENT_BATCH || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
@@ -207,6 +214,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       // No more than the rate budget can start now: a run it cannot start would only be handed back (budget-wait.ts).
       const room = this.runner.room(Math.min(this.maxInFlight - this.slots.size, ACTION_BATCH));
       const claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
+      this.actionClaimFull = claims === undefined || claims.length >= room.free;
       for (const claim of claims ?? []) this.startAction(claim);
       if (this.storageFailing) await this.actions.sleep(pause.next());
       else {
@@ -220,14 +228,18 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
 
   /** Performs a run in a slot of its own; `execution` when the commit that created it handed it over. */
   private startAction(claim: ClaimedActionRun, execution?: LoadedExecution): void {
-    const slot = this.track(this.performAction(claim, execution)).finally(() => {
-      this.slots.delete(slot);
-      this.actions.nudge();
-    });
+    let status: string | undefined;
+    const slot = this.track(this.performAction(claim, execution))
+      .then((ended) => (status = ended))
+      .finally(() => {
+        this.slots.delete(slot);
+        // A claim would find nothing new: no run was queued behind a full claim, and this one made none (it ended its execution).
+        if (this.actionClaimFull || !endsItsExecution(claim, execution, status)) this.actions.nudge();
+      });
     this.slots.add(slot);
   }
 
-  private async performAction(claim: ClaimedActionRun, execution?: LoadedExecution): Promise<void> {
+  private async performAction(claim: ClaimedActionRun, execution?: LoadedExecution): Promise<string | undefined> {
     const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner, execution), (error) =>
       this.runner.recordCrash(claim, this.queue.owner, error),
     );
@@ -236,6 +248,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       this.replicas.countActionRuns(1);
       this.events.nudge();
     }
+    return status;
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
@@ -268,6 +281,24 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
  */
 function yieldToIo(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Whether every committed event about a resource left a run on it: the next
+ * event about that resource then waits for the run to end (which nudges the
+ * event loop), so nothing the commit unblocked is claimable yet.
+ */
+function allHoldTheirResource(prepared: PreparedEvent[], created: CreatedRun[]): boolean {
+  const held = new Set<number>();
+  for (const { run } of created) if (run.resource_key !== null) held.add(run.event_seq);
+  return prepared.every(({ claim }) => claim.resource_key === null || held.has(claim.seq));
+}
+
+/** A plain action that was its execution's last entry, and ended: its outcome's commit queued no further run. */
+function endsItsExecution(claim: ClaimedActionRun, execution: LoadedExecution | undefined, status: string | undefined): boolean {
+  if (execution === undefined || (status !== 'succeeded' && status !== 'failed' && status !== 'skipped')) return false;
+  const entry = execution.rule.actions[claim.position];
+  return entry !== undefined && claim.position === execution.rule.actions.length - 1 && claim.item_index == null && !isStep(entry.type) && entry.forEach === undefined;
 }
 
 async function mapLimit<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
