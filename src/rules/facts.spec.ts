@@ -57,6 +57,13 @@ describe('facts', () => {
       expect(week.map((day) => nowFact(new Date(`${day}T12:00:00Z`)).weekday)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     });
 
+    it('gives in UTC, computed without the time-zone database, what the database gives for Etc/UTC', () => {
+      const start = Date.parse('2023-12-31T22:00:00.000Z');
+      for (let at = start; at < start + 9 * 86_400_000; at += 3_600_000 + 61_001) {
+        expect(nowFact(new Date(at), 'UTC')).toEqual(nowFact(new Date(at), 'Etc/UTC'));
+      }
+    });
+
     it('defaults to UTC and rejects an unknown zone', () => {
       expect(nowFact(new Date('2024-05-06T23:59:59Z')).hour).toBe(23);
       expect(() => nowFact(new Date(), 'Mars/Olympus')).toThrow(RangeError);

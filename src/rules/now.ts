@@ -38,8 +38,15 @@ function formatOffset(minutes: number): string {
   return `${minutes < 0 ? '-' : '+'}${hh}:${String(abs % 60).padStart(2, '0')}`;
 }
 
+/** UTC needs no time-zone database: the instant's own fields (most rules have no zone, and every template builds `now`). */
+function utcNowFact(at: Date): NowFact {
+  const iso = at.toISOString();
+  return { iso, date: iso.slice(0, 10), hour: at.getUTCHours(), weekday: at.getUTCDay() || 7 };
+}
+
 /** The `now` fact for an instant, in an IANA time zone. Throws RangeError on an unknown zone. */
 export function nowFact(at: Date, timeZone = 'UTC'): NowFact {
+  if (timeZone === 'UTC') return utcNowFact(at);
   const part: Record<string, string> = {};
   for (const { type, value } of formatterFor(timeZone).formatToParts(at)) part[type] = value;
   const [year, month, day, hour, minute, second] = [part.year, part.month, part.day, part.hour, part.minute, part.second].map(Number);
