@@ -11,6 +11,7 @@
  */
 import { touchedResource } from '../actions/action-types.js';
 import { renderActionRequest } from '../actions/request-renderer.js';
+import type { ServiceRequest } from '../actions/service-operations.js';
 import type { CausalScope } from '../causal-scope.js';
 import { isoAfter } from '../clock.js';
 import type { Statements } from '../database/statements.js';
@@ -34,8 +35,8 @@ export interface FirstEntry {
   /** JSON stored on the run: the rendered request, or `{resume_at}` of a wait. */
   request: string | null;
   scope?: CausalScope;
-  /** The request names the resource it changes: its provenance is recorded now. */
-  targetId?: string;
+  /** The request, when it names the resource it changes: that resource's provenance is recorded now. */
+  targeting?: ServiceRequest;
 }
 
 export const FIRST_RUN_COLUMNS = [
@@ -77,7 +78,7 @@ export function firstEntryOf(
     request: JSON.stringify(rendered.request),
     // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
     scope: dryRun ? undefined : rendered.request.createsIn,
-    targetId: dryRun ? undefined : rendered.request.targetId,
+    targeting: dryRun || rendered.request.targetId === undefined ? undefined : rendered.request,
   };
 }
 
@@ -104,8 +105,6 @@ export async function insertFirstRun(
     run.attempts, start.resumeAt ?? now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,
     start.scope?.kind ?? null, start.scope?.parent ?? null,
   ]);
-  if (start.targetId !== undefined && start.request !== null) {
-    await saveProvenance(sql, run, touchedResource(type, JSON.parse(start.request), null), now);
-  }
+  if (start.targeting !== undefined) await saveProvenance(sql, run, touchedResource(type, start.targeting, null), now);
   return run;
 }
