@@ -24,6 +24,7 @@ import { CausalScopes1764700000000 } from './migrations/1764700000000-causal-sco
 import { Replicas1764800000000 } from './migrations/1764800000000-replicas.js';
 import { SharedRateBudget1764900000000 } from './migrations/1764900000000-shared-rate-budget.js';
 import { TimeAndSets1765000000000 } from './migrations/1765000000000-time-and-sets.js';
+import { WaitingByScope1765100000000 } from './migrations/1765100000000-waiting-by-scope.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -39,6 +40,7 @@ export const MIGRATIONS = [
   Replicas1764800000000,
   SharedRateBudget1764900000000,
   TimeAndSets1765000000000,
+  WaitingByScope1765100000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -38,6 +38,7 @@ import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
+import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
@@ -46,8 +47,6 @@ const SLOW_CLAIM_MS = 20;
 /** At most this often: a table that grows by thousands of rows a second outgrows its statistics in seconds. */
 const ANALYZE_EVERY_MS = 5_000;
 
-/** Creating runs in flight (the partial index idx_action_runs_creating_in_flight holds just these). */
-const CREATING_IN_FLIGHT = `a.status = 'running' AND a.scope_kind IS NOT NULL`;
 
 /**
  * The first event received after the oldest creating run in flight: events
@@ -85,7 +84,11 @@ export class WorkQueue {
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     const now = this.clock.now().toISOString();
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
-    const params = [...lease, now, now, limit, now, now, limit, now, now, now, limit, now, limit];
+    // PostgreSQL scans before the barrier twice (seen, unseen), and the unseen scan takes the limit twice (unseen-claim.ts).
+    const pg = this.db.kind === 'postgres';
+    const before = pg ? [now, now, limit, now, now, limit] : [now, now, limit];
+    const unseen = pg ? [now, now, now, limit, limit] : [now, now, now, limit];
+    const params = [...lease, ...before, now, now, limit, ...unseen, now, limit];
     const started = performance.now();
     const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql, params));
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
@@ -103,31 +106,41 @@ export class WorkQueue {
   private get claimEventsSql(): string {
     // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
     const index = (name: string) => (this.db.kind === 'sqlite' ? `INDEXED BY ${name}` : '');
-    const claimable = (seqBound: string, using = '') => `
-      SELECT e.seq FROM events e ${using}
-      WHERE e.status = 'received' AND ${seqBound} AND e.next_attempt_at <= ?
-        AND (e.lease_until IS NULL OR e.lease_until < ?)
+    const pg = this.db.kind === 'postgres';
+    // PostgreSQL: OFFSET 0 keeps each NOT EXISTS a probe of its index per candidate; as an anti join, planned on
+    // young statistics, it read every waiting event or unfinished run (hashed, merged or materialised) per claim.
+    const fence = pg ? ' OFFSET 0' : '';
+    const filters = `e.next_attempt_at <= ? AND (e.lease_until IS NULL OR e.lease_until < ?)
         AND NOT EXISTS (SELECT 1 FROM events p
-                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq)
+                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq${fence})
         AND NOT EXISTS (SELECT 1 FROM action_runs a
                         WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
-                          AND a.status IN ('pending', 'running', 'retrying'))
-      ORDER BY e.seq LIMIT ?`;
+                          AND a.status IN ('pending', 'running', 'retrying')${fence})`;
+    const claimable = (seqBound: string, using = '') => `
+      SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ?`;
     // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
-    const pg = this.db.kind === 'postgres';
     const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
+    // PostgreSQL: through the two partial indexes of waiting events. Planned on young statistics, one scan of
+    // `status = 'received'` went along the primary key, through every event already processed.
+    const beforeBarrier = pg
+      ? `SELECT seq FROM (${claimable(`e.seen_resource AND e.seq < ${barrier}`)}) before_seen
+         UNION ALL SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq < ${barrier}`)}) before_unseen`
+      : `SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier`;
+    const unseen = pg
+      ? unseenScopedSql(barrier, filters)
+      : claimable(`NOT e.seen_resource AND e.seq >= ${barrier} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'));
     return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
       UPDATE events SET lease_owner = ?, lease_until = ?
-      WHERE seq IN (
+      WHERE seq ${this.inCandidates(`
         SELECT c.seq FROM events c
-        WHERE c.seq ${this.inCandidates(`SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier
+        WHERE c.seq ${this.inCandidates(`${beforeBarrier}
                         UNION ALL
                         SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${barrier}`, index('idx_events_waiting_seen'))}) seen
                         UNION ALL
-                        SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq >= ${barrier} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'))}) unseen`)}
+                        SELECT seq FROM (${unseen}) unseen`)}
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
-        ORDER BY c.seq LIMIT ? ${this.skipLocked})
+        ORDER BY c.seq LIMIT ? ${this.skipLocked}`)}
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
   }
 
@@ -166,19 +179,20 @@ export class WorkQueue {
     return `
       UPDATE action_runs
       SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
-      WHERE id IN (
+      WHERE id ${this.inCandidates(`
         SELECT c.id FROM action_runs c
         WHERE c.id ${this.inCandidates(`SELECT id FROM (${due('pending')} UNION ALL ${due('retrying')} UNION ALL ${due('running')}) d`)}
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status IN ('pending', 'retrying', 'running') AND (c.lease_until IS NULL OR c.lease_until < ?)
-        ORDER BY c.next_attempt_at LIMIT ? ${this.skipLocked})
+        ORDER BY c.next_attempt_at LIMIT ? ${this.skipLocked}`)}
       RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
   }
 
   /**
    * `IN (candidates)`; on PostgreSQL `= ANY(ARRAY(candidates))`, computed once
-   * and probed through the primary key, so the row is never found by walking
-   * an index from its start to the last candidate (a merge join would).
+   * and probed through the primary key, so the rows are never found by walking
+   * the primary key from its start to the last candidate (a merge join, which
+   * young statistics make look cheap, does).
    */
   private inCandidates(candidates: string): string {
     return this.db.kind === 'postgres' ? `= ANY(ARRAY(${candidates}))` : `IN (${candidates})`;
