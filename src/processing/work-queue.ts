@@ -66,6 +66,15 @@ const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
     AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent)
     AND a.lease_until > ? AND a.created_at <= e.received_at)`;
 
+const CLAIM_RUNS_SQLITE = `
+  UPDATE action_runs
+  SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+  WHERE id IN (
+    SELECT id FROM action_runs
+    WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+    ORDER BY next_attempt_at LIMIT ?)
+  RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
+
 @Injectable()
 export class WorkQueue {
   /** Identifies this process's leases. */
@@ -162,15 +171,18 @@ export class WorkQueue {
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
   async claimActionRuns(limit: number, leaseMs: number): Promise<ClaimedActionRun[]> {
     const now = this.clock.now().toISOString();
-    const params = [this.owner, isoIn(this.clock, leaseMs), now, ...Array<unknown>(3).fill([now, now, limit]).flat(), now, limit];
+    const lease = [this.owner, isoIn(this.clock, leaseMs), now];
+    if (this.db.kind === 'sqlite') return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(CLAIM_RUNS_SQLITE, [...lease, now, now, limit]));
+    const params = [...lease, ...Array<unknown>(3).fill([now, now, limit]).flat(), now, limit];
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(this.claimActionRunsSql, params));
   }
 
   /**
-   * Due runs of each unfinished status through idx_action_runs_due (status,
-   * next_attempt_at), each scan stopping after `limit`: a filter over every
-   * unfinished run (or, planned on young statistics, over the whole table)
-   * would grow with the backlog and the history.
+   * PostgreSQL: due runs of each unfinished status through idx_action_runs_due
+   * (status, next_attempt_at), each scan stopping after `limit`: a filter over
+   * every unfinished run (or, planned on young statistics, over the whole
+   * table) grows with the backlog and the history. (SQLite, without
+   * statistics, plans the plain statement well and this one badly.)
    */
   private get claimActionRunsSql(): string {
     const due = (status: string) => `SELECT * FROM (SELECT id, next_attempt_at FROM action_runs
