@@ -9,6 +9,7 @@
 import type { Simulator } from '../src/simulator/simulator.js';
 import { allPages } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
+import { copyNewTasks } from './support/rules-harness.js';
 import type { RunningEngine } from './support/engine.js';
 import { aTaskEvent, body, deliver } from './support/events.js';
 import { useRig } from './support/fixture.js';
@@ -34,17 +35,6 @@ const startNewTasks = {
   conditions: { all: [{ fact: 'event', path: '$.data.task.status', operator: 'equal', value: 'open' }] },
   actions: [{ type: 'task.update', params: { id: '{{ event.data.task.id }}', status: 'in_progress' } }],
 };
-
-/** task.created → create another task: the engine's own task is reported as task.created again. */
-function copyNewTasks(allowSelfTriggered: boolean) {
-  return {
-    id: 'copy-new-tasks',
-    name: 'Copy every new task',
-    on: 'task.created',
-    actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Copy of {{ event.data.task.title }}' } }],
-    options: { allowSelfTriggered },
-  };
-}
 
 const kinds = await databasesUnderTest('isolation');
 

@@ -9,23 +9,13 @@
 import type { Simulator } from '../src/simulator/simulator.js';
 import { allPages } from './support/admin.js';
 import { databasesUnderTest } from './support/databases.js';
+import { copyNewTasks } from './support/rules-harness.js';
 import type { RunningEngine } from './support/engine.js';
 import { body } from './support/events.js';
 import { useRig } from './support/fixture.js';
 import {
   createTaskAsAPerson, engineRequests, quiescence, tasksCreatedByEngine, updateTaskAsAPerson, type RoundTrip, type RoundTripOptions,
 } from './support/round-trip.js';
-
-/** task.created → create another task: every task it creates is reported as task.created again. */
-function copyNewTasks(allowSelfTriggered: boolean) {
-  return {
-    id: 'copy-new-tasks',
-    name: 'Copy every new task',
-    on: 'task.created',
-    actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Copy of {{ event.data.task.title }}' } }],
-    options: { allowSelfTriggered },
-  };
-}
 
 /** A: a new open task is started (task.created → task.update, reported as task.updated). */
 function startNewTasks(allowSelfTriggered: boolean) {

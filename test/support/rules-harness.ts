@@ -1,4 +1,4 @@
-/** What the admin rules suites share: rules to give the engine, and what to look for at the simulator. */
+/** What the admin rules, loops and isolation suites share: rules to give the engine, and what to look for at the simulator. */
 import type { Simulator } from '../../src/simulator/simulator.js';
 
 /** A rule that creates a task titled `<prefix>: <event's task title>` on `on`. */
@@ -9,6 +9,17 @@ export function taskRule(id: string, on: string | string[], prefix: string, extr
     on,
     actions: [{ id: 'create', type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: `${prefix}: {{ event.data.task.title }}` } }],
     ...extra,
+  };
+}
+
+/** task.created → create another task: every task it creates is reported as task.created again. */
+export function copyNewTasks(allowSelfTriggered: boolean) {
+  return {
+    id: 'copy-new-tasks',
+    name: 'Copy every new task',
+    on: 'task.created',
+    actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Copy of {{ event.data.task.title }}' } }],
+    options: { allowSelfTriggered },
   };
 }
 
