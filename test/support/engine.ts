@@ -138,7 +138,9 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   let killed = false;
   // An engine that ends by itself (a crash) says why where the test's output shows it: otherwise only "fetch failed" would.
   child.once('exit', (code, signal) => {
-    if (!killed) process.stderr.write(`\nengine at ${url} exited by itself (${code ?? signal}); its last output:\n${output.slice(-30).join('')}\n`);
+    // A stop a test asked for (SIGTERM, SIGINT: exit 0) is not news; a crash or an unexpected kill is.
+    const asked = killed || code === 0 || signal === 'SIGTERM' || signal === 'SIGINT';
+    if (!asked) process.stderr.write(`\nengine at ${url} exited by itself (${code ?? signal}); its last output:\n${output.slice(-30).join('')}\n`);
   });
   return { url, port, child, output, admin: adminClient(url, TEST_ADMIN_TOKEN), kill: (signal) => ((killed = true), kill(signal)) };
 }
