@@ -275,7 +275,8 @@ const task = (over: Record<string, unknown>) => ({ task: { id: `tsk_${Math.rando
       for (let i = 0; i < 12 && (await page.evaluate(() => document.activeElement?.textContent)) !== 'Rules'; i++) await page.keyboard.press('Tab');
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: 'Rules' }).waitFor();
-      expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
+      // Focus moves to the new page's heading once it has rendered (an effect after the heading appears).
+      await waitUntil(async () => (await page.evaluate(() => document.activeElement?.tagName)) === 'H1', { timeoutMs: 5_000, what: 'focus on the Rules heading' });
       for (let i = 0; i < 30 && (await page.evaluate(() => document.activeElement?.getAttribute('role'))) !== 'switch'; i++) await page.keyboard.press('Tab');
       expect(await page.evaluate(() => document.activeElement?.getAttribute('aria-label'))).toBe('rule release-review enabled');
     });
