@@ -1,29 +1,22 @@
 import type { Database } from '../database/database.service.js';
 import { EventEntity } from '../database/event.entity.js';
 import { EventWriter } from '../intake/event-writer.js';
-import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
 import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
-import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { useQueueStore, type ManualClock } from '../../test/support/storage.js';
 import { whyWaiting } from './event-waiting.js';
 
 const kinds = await databasesUnderTest('why an event waits');
 
 describe.each(kinds)('why an event waits, on $name', (kind) => {
-  let testDb: TestDatabase;
+  const store = useQueueStore(kind);
   let db: Database;
   let clock: ManualClock;
   let writer: EventWriter;
 
-  beforeEach(async () => {
-    testDb = await kind.create();
-    db = await openDatabase(testDb.url);
-    clock = new ManualClock();
-    writer = new EventWriter(db, clock);
-  });
-
-  afterEach(async () => {
-    await db.dataSource.destroy();
-    await testDb.drop();
+  // After the store's own beforeEach, which opens a fresh database.
+  beforeEach(() => {
+    ({ db, clock, writer } = store);
   });
 
   const unseen = (eventId: string, resource: string, fields: Record<string, unknown> = {}) => writeUnseen(writer, eventId, resource, fields);

@@ -1,11 +1,11 @@
 import { Logger } from '@nestjs/common';
 import { databasesUnderTest } from '../../test/support/databases.js';
-import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { taskEvent, useCoreWithSimulator, type Core } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { RateBudget, type Budget } from '../actions/rate-budget.js';
 import { SharedRateBudget } from '../actions/shared-rate-budget.js';
-import { startSimulator, type Simulator } from '../simulator/simulator.js';
+import type { Simulator } from '../simulator/simulator.js';
 import { ActionRunner } from './action-runner.js';
 
 const kinds = await databasesUnderTest('action runner and the rate budget');
@@ -18,18 +18,15 @@ const review = aRule({
 beforeAll(() => Logger.overrideLogger(false));
 
 describe.each(kinds)(`${ActionRunner.name} on $name, when the rate budget is used up`, (kind) => {
+  const rig = useCoreWithSimulator(kind);
   let sim: Simulator;
   let core: Core;
   /** One call a window: the budget of this process (SQLite), or the one replicas share (PostgreSQL), on a 1 s window (a grant lives 1 s: long enough for a loaded machine to use it). */
   let budget: Budget;
 
-  beforeAll(async () => {
-    sim = await startSimulator({ seed: true });
-  });
-  afterAll(() => sim.close());
-  beforeEach(async () => {
-    sim.reset();
-    core = await openCore(kind, { serviceUrl: sim.url });
+  // After the rig's own beforeEach, which opens a fresh core on the simulator.
+  beforeEach(() => {
+    ({ sim, core } = rig);
     const clock = () => core.clock.now().getTime();
     budget =
       kind.name === 'postgres'
@@ -38,7 +35,6 @@ describe.each(kinds)(`${ActionRunner.name} on $name, when the rate budget is use
     core.client.useBudget(budget);
     core.useRules(review);
   });
-  afterEach(() => core.close());
 
   /** Two events matched: two action runs due. */
   async function twoRunsDue(): Promise<void> {

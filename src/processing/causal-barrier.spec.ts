@@ -3,8 +3,8 @@ import { ActionRunEntity } from '../database/action-run.entity.js';
 import type { Database } from '../database/database.service.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
-import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
-import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
+import { useQueueStore, type ManualClock } from '../../test/support/storage.js';
 import { WorkQueue } from './work-queue.js';
 
 const kinds = await databasesUnderTest('causal barrier');
@@ -12,23 +12,15 @@ const kinds = await databasesUnderTest('causal barrier');
 const LEASE_MS = 10_000;
 
 describe.each(kinds)('the causal barrier, scoped, on $name', (kind) => {
-  let testDb: TestDatabase;
+  const store = useQueueStore(kind);
   let db: Database;
   let clock: ManualClock;
   let writer: EventWriter;
   let queue: WorkQueue;
 
-  beforeEach(async () => {
-    testDb = await kind.create();
-    db = await openDatabase(testDb.url);
-    clock = new ManualClock();
-    writer = new EventWriter(db, clock);
-    queue = new WorkQueue(db, clock);
-  });
-
-  afterEach(async () => {
-    await db.dataSource.destroy();
-    await testDb.drop();
+  // After the store's own beforeEach, which opens a fresh database.
+  beforeEach(() => {
+    ({ db, clock, writer, queue } = store);
   });
 
   const unseen = (eventId: string, resource: string, fields: Record<string, unknown> = {}) => writeUnseen(writer, eventId, resource, fields);

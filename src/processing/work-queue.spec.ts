@@ -4,7 +4,7 @@ import type { Database } from '../database/database.service.js';
 import { EventEntity } from '../database/event.entity.js';
 import { EventWriter, type NewEvent } from '../intake/event-writer.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
-import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { ManualClock, openDatabase, useQueueStore } from '../../test/support/storage.js';
 import { EVENT_LEASE_MS, WorkQueue } from './work-queue.js';
 
 const kinds = await databasesUnderTest('work queue');
@@ -15,23 +15,15 @@ function anEvent(overrides: Partial<NewEvent> = {}): NewEvent {
 }
 
 describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
-  let testDb: TestDatabase;
+  const store = useQueueStore(kind);
   let db: Database;
   let clock: ManualClock;
   let writer: EventWriter;
   let queue: WorkQueue;
 
-  beforeEach(async () => {
-    testDb = await kind.create();
-    db = await openDatabase(testDb.url);
-    clock = new ManualClock();
-    writer = new EventWriter(db, clock);
-    queue = new WorkQueue(db, clock);
-  });
-
-  afterEach(async () => {
-    await db.dataSource.destroy();
-    await testDb.drop();
+  // After the store's own beforeEach, which opens a fresh database.
+  beforeEach(() => {
+    ({ db, clock, writer, queue } = store);
   });
 
   async function finish(eventId: string) {

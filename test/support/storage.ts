@@ -3,6 +3,9 @@ import { DataSource } from 'typeorm';
 import type { Clock } from '../../src/clock.js';
 import { dataSourceOptions } from '../../src/database/data-source.js';
 import { Database } from '../../src/database/database.service.js';
+import { EventWriter } from '../../src/intake/event-writer.js';
+import { WorkQueue } from '../../src/processing/work-queue.js';
+import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
 
 export async function openDatabase(url: string): Promise<Database> {
   const dataSource = new DataSource(dataSourceOptions(url));
@@ -19,4 +22,38 @@ export class ManualClock implements Clock {
   advance(ms: number): void {
     this.current = new Date(this.current.getTime() + ms);
   }
+}
+
+/** What the claim specs work on: a fresh database of one kind, a manual clock, intake's writer and a work queue. */
+export interface QueueStore {
+  readonly db: Database;
+  readonly clock: ManualClock;
+  readonly writer: EventWriter;
+  readonly queue: WorkQueue;
+}
+
+/** For a describe block: a fresh QueueStore for each test, dropped after it. */
+export function useQueueStore(kind: DatabaseKindUnderTest): QueueStore {
+  let testDb: TestDatabase;
+  let store: QueueStore | undefined;
+  beforeEach(async () => {
+    testDb = await kind.create();
+    const db = await openDatabase(testDb.url);
+    const clock = new ManualClock();
+    store = { db, clock, writer: new EventWriter(db, clock), queue: new WorkQueue(db, clock) };
+  });
+  afterEach(async () => {
+    await store?.db.dataSource.destroy();
+    await testDb.drop();
+  });
+  const current = () => {
+    if (!store) throw new Error('the queue store is there only while a test of its describe block runs');
+    return store;
+  };
+  return {
+    get db() { return current().db; },
+    get clock() { return current().clock; },
+    get writer() { return current().writer; },
+    get queue() { return current().queue; },
+  };
 }
