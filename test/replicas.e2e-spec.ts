@@ -48,6 +48,10 @@ const toggled = {
   actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Toggled {{ event.id }}' } }],
 };
 
+/** Work about project B not done yet: events waiting, action runs unfinished. */
+const PROJECT_B_BUSY = `SELECT 1 FROM events WHERE status = 'received' AND scope_parent = 'project:prj_2'
+  UNION ALL SELECT 1 FROM action_runs WHERE scope_parent = 'project:prj_2' AND status IN ('pending', 'running', 'retrying')`;
+
 /** A figure for the CI log (console.log in jest adds a stack trace to every line). */
 function report(line: string): void {
   process.stdout.write(`\n  [replicas] ${line}\n`);
@@ -101,19 +105,30 @@ function spread(set: ReplicaSet, since: number): string {
  * flood that would leave a backlog behind), until `work` is done; resolves
  * with them all.
  */
-async function underLoad(set: ReplicaSet, make: () => TestEvent, work: Promise<unknown>): Promise<TestEvent[]> {
+async function underLoad(set: ReplicaSet, make: () => TestEvent, work: Promise<unknown>, load: Load = { hold: false, round: Promise.resolve() }): Promise<TestEvent[]> {
   let finished = false;
   const done = work.finally(() => (finished = true));
   const sent: TestEvent[] = [];
   while (!finished) {
+    if (load.hold) {
+      await waitUntil(() => finished || !load.hold, { intervalMs: 10, what: 'the load to resume' });
+      continue;
+    }
     const next = Date.now() + 200;
     const round = Array.from({ length: 12 }, make);
-    await set.deliverAll(round, { senders: 3 });
+    load.round = set.deliverAll(round, { senders: 3 });
+    await load.round;
     sent.push(...round);
     await waitUntil(() => finished || Date.now() >= next, { intervalMs: 10, what: 'the next round' });
   }
   await done;
   return sent;
+}
+
+/** Lets a scenario hold `underLoad` between rounds: `hold` stops it after `round`, the one being delivered. */
+interface Load {
+  hold: boolean;
+  round: Promise<void>;
 }
 
 function withOutput(set: ReplicaSet, error: unknown): never {
@@ -250,15 +265,22 @@ onPostgres('three replicas on one PostgreSQL database', () => {
     const inB = () => aTaskEvent('task.created', { project_id: 'prj_2', title: 'Ask B' });
     let killedAt = 0;
     let endedAt = 0;
+    const load: Load = { hold: false, round: Promise.resolve() };
     const scenario = (async () => {
       // Load on every replica for a second, then the kill, then three seconds on the survivors.
       await waitUntil(() => Date.now() >= held.at + 1_000, { intervalMs: 20, what: 'a second of load' });
+      // Project B quiet at the kill: any replica claims project B's events, and a project B create the victim had in
+      // flight would rightly hold project B back until the victim is declared dead (the mid-burst kill measures that).
+      load.hold = true;
+      await load.round;
+      await waitUntil(async () => (await set.sql(PROJECT_B_BUSY)).length === 0, { intervalMs: 20, what: 'project B to be quiet' });
       killedAt = await set.stop(victim, 'SIGKILL');
+      load.hold = false;
       await waitUntil(() => Date.now() >= killedAt + 3_000, { intervalMs: 20, what: 'three seconds of load after the kill' });
       endedAt = Date.now();
     })();
     try {
-      const events = await underLoad(set, inB, scenario);
+      const events = await underLoad(set, inB, scenario, load);
       const times = [killedAt, ...set.sent.filter((s) => s.replica !== victim && s.at > killedAt && s.at <= endedAt).map((s) => s.at), endedAt].sort((a, b) => a - b);
       const gaps = times.slice(1).map((t, i) => t - times[i]);
       const longestPauseMs = Math.max(...gaps);
