@@ -25,6 +25,7 @@ import { Replicas1764800000000 } from './migrations/1764800000000-replicas.js';
 import { SharedRateBudget1764900000000 } from './migrations/1764900000000-shared-rate-budget.js';
 import { TimeAndSets1765000000000 } from './migrations/1765000000000-time-and-sets.js';
 import { WaitingByScope1765100000000 } from './migrations/1765100000000-waiting-by-scope.js';
+import { UnleasedEvents1765200000000 } from './migrations/1765200000000-unleased-events.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -41,6 +42,7 @@ export const MIGRATIONS = [
   SharedRateBudget1764900000000,
   TimeAndSets1765000000000,
   WaitingByScope1765100000000,
+  UnleasedEvents1765200000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

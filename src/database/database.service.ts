@@ -43,6 +43,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { StorageUnavailableError } from '../errors.js';
 import { databaseLocation, type DatabaseKind } from './data-source.js';
 import { kindOf, queryRows } from './sql.js';
+import { statementsOf } from './statements.js';
 import { storageFaultOf, unwritableDatabase, type StorageFault } from './storage-faults.js';
 import { StorageHealth } from './storage-health.js';
 import { inTransaction, reopenSqlite } from './transactions.js';
@@ -134,7 +135,8 @@ export class Database implements OnModuleInit {
       try {
         const wanted = options.durable ? 'FULL' : 'NORMAL';
         if (this.synchronous !== wanted) {
-          await this.dataSource.query(`PRAGMA synchronous = ${wanted}`);
+          // On the driver's connection, prepared once: every switch between intake and bookkeeping pays for it.
+          await statementsOf(this.dataSource.manager).run(`PRAGMA synchronous = ${wanted}`);
           this.synchronous = wanted;
         }
         return await inTransaction(this.dataSource, work);

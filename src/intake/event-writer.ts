@@ -7,6 +7,12 @@
  * share one transaction (one fsync) instead of paying one each. When the
  * database refuses the batch (a storage fault), every caller in it gets the
  * same refusal, 503 storage_unavailable: none of them was stored.
+ *
+ * The same commit leases the new events that the event loop may evaluate at
+ * once (no earlier event about their resource waiting, nothing in flight that
+ * could have caused them) to this process, and hands them over in memory after
+ * the commit: the claim query is then the path for the rest (events that must
+ * wait their turn, retries, recovery, other replicas), not the normal one.
  */
 import { Inject, Injectable } from '@nestjs/common';
 import type { CausalScope } from '../causal-scope.js';
@@ -31,12 +37,23 @@ export interface NewEvent {
 
 export type WriteOutcome = 'accepted' | 'duplicate';
 
+/**
+ * How the commit that stores new events hands them to this process's event
+ * loop (processing/workers.ts): `lease` runs inside that commit and leases the
+ * events the loop may evaluate at once; `take` gets them once the commit is
+ * done, and whether some new events were left for a claim.
+ */
+export interface FreshEventsHandOff<T> {
+  lease(sql: Statements, seqs: number[]): Promise<T[]>;
+  take(leased: T[], leftForClaim: boolean): void;
+}
+
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
 /** SQLite: one prepared statement, run once per event of the batch (in process, no round trips). */
 const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?,
     ? IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ?))
-  ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
+  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id`;
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
  * arrays). The snapshot is probed once per event through its primary key
@@ -49,7 +66,7 @@ const INSERT_MANY = `INSERT INTO events (${COLUMNS})
   FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
        AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of)
   LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true
-  ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
+  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id`;
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
 
@@ -57,6 +74,9 @@ const MAX_BATCH = 500;
 export class EventWriter {
   private readonly listeners: Array<() => void> = [];
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
+  private handOff: FreshEventsHandOff<unknown> | undefined;
+  /** What the batch being committed leased (one batch at a time: GroupCommit flushes in turn). */
+  private leased: { events: unknown[]; leftForClaim: boolean } | undefined;
 
   constructor(
     private readonly db: Database,
@@ -66,9 +86,7 @@ export class EventWriter {
       db,
       (manager, events) => this.insert(statementsOf(manager), events),
       { durable: true, maxBatch: MAX_BATCH },
-      (outcomes) => {
-        if (outcomes.includes('accepted')) for (const listener of this.listeners) listener();
-      },
+      () => this.committed(),
     );
   }
 
@@ -77,32 +95,56 @@ export class EventWriter {
     this.listeners.push(listener);
   }
 
+  /** Leases new events to the event loop in the commit that stores them (at most one hand-off). */
+  handOffTo<T>(handOff: FreshEventsHandOff<T>): void {
+    this.handOff = handOff as FreshEventsHandOff<unknown>;
+  }
+
   /** Resolves once the event is committed (or known already); rejects with the batch's error, nothing stored. */
   write(event: NewEvent): Promise<WriteOutcome> {
     return this.batches.submit(event);
   }
 
   private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
-    const inserted = new Set(await insertedIds(sql, this.db.kind, events, this.clock.now().toISOString()));
+    this.leased = undefined;
+    const rows = await insertedRows(sql, this.db.kind, events, this.clock.now().toISOString());
+    if (rows.length > 0) {
+      const leased = this.handOff ? await this.handOff.lease(sql, rows.map((r) => Number(r.seq))) : [];
+      this.leased = { events: leased, leftForClaim: leased.length < rows.length };
+    }
+    const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
   }
+
+  /** After a commit that stored new events: what it leased to the event loop, then the listeners. */
+  private committed(): void {
+    const leased = this.leased;
+    this.leased = undefined;
+    if (leased === undefined) return;
+    this.handOff?.take(leased.events, leased.leftForClaim);
+    for (const listener of this.listeners) listener();
+  }
 }
 
-async function insertedIds(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<string[]> {
+interface Inserted {
+  seq: number | string;
+  event_id: string;
+}
+
+async function insertedRows(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<Inserted[]> {
   if (kind === 'postgres') {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    const rows = await sql.rows<{ event_id: string }>(INSERT_MANY, [
+    return sql.rows<Inserted>(INSERT_MANY, [
       now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ]);
-    return rows.map((r) => r.event_id);
   }
-  const ids: string[] = [];
+  const inserted: Inserted[] = [];
   for (const e of events) {
-    const rows = await sql.rows<{ event_id: string }>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey]);
-    ids.push(...rows.map((r) => r.event_id));
+    const rows = await sql.rows<Inserted>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey]);
+    inserted.push(...rows);
   }
-  return ids;
+  return inserted;
 }

@@ -37,7 +37,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
-import { statementsOf } from '../database/statements.js';
+import type { DatabaseKind } from '../database/data-source.js';
+import { statementsOf, type Statements } from '../database/statements.js';
 import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
@@ -75,11 +76,58 @@ const CLAIM_RUNS_SQLITE = `
     ORDER BY next_attempt_at LIMIT ?)
   RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
 
+/**
+ * What makes waiting event `e` claimable besides the causal barrier (placeholders: now, now): due, not leased,
+ * and first in its resource's order (no earlier event about it waiting, no earlier event's run on it unfinished).
+ */
+function claimFilters(kind: DatabaseKind): string {
+  // PostgreSQL: OFFSET 0 keeps each NOT EXISTS a probe of its index per candidate; as an anti join, planned on
+  // young statistics, it read every waiting event or unfinished run (hashed, merged or materialised) per claim.
+  const fence = kind === 'postgres' ? ' OFFSET 0' : '';
+  return `e.next_attempt_at <= ? AND (e.lease_until IS NULL OR e.lease_until < ?)
+        AND NOT EXISTS (SELECT 1 FROM events p
+                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq${fence})
+        AND NOT EXISTS (SELECT 1 FROM action_runs a
+                        WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
+                          AND a.status IN ('pending', 'running', 'retrying')${fence})`;
+}
+
+/**
+ * Whether a claim could find anything (placeholders: now, now): a waiting event that is due and not leased, or
+ * whose lease ran out. Both through partial indexes that hold only such events (idx_events_unleased) or only the
+ * leased ones (idx_events_leased, the batches in hand), so it costs the same whatever the history.
+ */
+function anyClaimableSql(kind: DatabaseKind): string {
+  // SQLite, which keeps no statistics, would walk every waiting event through idx_events_status_seq.
+  const index = (name: string) => (kind === 'sqlite' ? `INDEXED BY ${name}` : '');
+  return `SELECT
+  EXISTS (SELECT 1 FROM events ${index('idx_events_unleased')} WHERE status = 'received' AND lease_owner IS NULL AND next_attempt_at <= ?)
+  OR EXISTS (SELECT 1 FROM events ${index('idx_events_leased')} WHERE lease_owner IS NOT NULL AND status = 'received' AND lease_until < ?) AS due`;
+}
+
+/**
+ * Leases to this process the events a commit has just stored (`seqs`, as a JSON array) that it may evaluate now,
+ * in that same commit: the conditions of the claim, with the causal barrier checked against each unseen resource's
+ * scope. Placeholders: owner, lease until, seqs, now, now, now (runs' leases), room.
+ */
+function leaseFreshSql(kind: DatabaseKind): string {
+  const seqs = kind === 'postgres' ? 'SELECT unnest(?::int[])' : 'SELECT value FROM json_each(?)';
+  return `UPDATE events SET lease_owner = ?, lease_until = ?
+    WHERE seq IN (
+      SELECT e.seq FROM events e
+      WHERE e.seq IN (${seqs}) AND e.status = 'received' AND ${claimFilters(kind)}
+        AND (e.seen_resource OR ${OUTSIDE_EVERY_SCOPE})
+      ORDER BY e.seq LIMIT ?)
+    RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
+}
+
 @Injectable()
 export class WorkQueue {
   /** Identifies this process's leases. */
   readonly owner = randomUUID();
   private analyzedAt = 0;
+  private leaseFreshSql: string | undefined;
+  private anyClaimableSql: string | undefined;
 
   constructor(
     private readonly db: Database,
@@ -104,6 +152,29 @@ export class WorkQueue {
     return rows.sort((a, b) => a.seq - b.seq);
   }
 
+  /** Whether a claim could find an event now; cheap, so that a wake-up with nothing to claim costs one index probe. */
+  async anyClaimable(): Promise<boolean> {
+    const now = this.clock.now().toISOString();
+    const [row] = await statementsOf(this.db.manager).rows<{ due: number | boolean }>((this.anyClaimableSql ??= anyClaimableSql(this.db.kind)), [now, now]);
+    return Boolean(row?.due);
+  }
+
+  /**
+   * Inside the commit that stores new events (`sql`: its statements): leases to this process, for the event loop
+   * in memory, at most `room` of them that it may evaluate at once. The others wait for a claim, as before.
+   */
+  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<ClaimedEvent[]> {
+    if (seqs.length === 0 || room <= 0) return [];
+    const now = this.clock.now().toISOString();
+    const list = this.db.kind === 'postgres' ? seqs : JSON.stringify(seqs);
+    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [this.owner, isoIn(this.clock, EVENT_LEASE_MS), list, now, now, now, room]);
+    return rows.sort((a, b) => a.seq - b.seq);
+  }
+
+  private get leaseFreshText(): string {
+    return (this.leaseFreshSql ??= leaseFreshSql(this.db.kind));
+  }
+
   /**
    * The candidates come from three index scans that each stop after `limit`
    * rows: waiting events before the barrier; waiting events after it about
@@ -116,15 +187,7 @@ export class WorkQueue {
     // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
     const index = (name: string) => (this.db.kind === 'sqlite' ? `INDEXED BY ${name}` : '');
     const pg = this.db.kind === 'postgres';
-    // PostgreSQL: OFFSET 0 keeps each NOT EXISTS a probe of its index per candidate; as an anti join, planned on
-    // young statistics, it read every waiting event or unfinished run (hashed, merged or materialised) per claim.
-    const fence = pg ? ' OFFSET 0' : '';
-    const filters = `e.next_attempt_at <= ? AND (e.lease_until IS NULL OR e.lease_until < ?)
-        AND NOT EXISTS (SELECT 1 FROM events p
-                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq${fence})
-        AND NOT EXISTS (SELECT 1 FROM action_runs a
-                        WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
-                          AND a.status IN ('pending', 'running', 'retrying')${fence})`;
+    const filters = claimFilters(this.db.kind);
     const claimable = (seqBound: string, using = '') => `
       SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ?`;
     // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).

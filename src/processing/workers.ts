@@ -33,9 +33,11 @@ import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
-const EVENT_BATCH = 32;
+const EVENT_BATCH = 128;
 const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
+/** At most this many events handed over by intake's commits wait in memory (leased to this process) for the event loop. */
+const HANDED_MAX = 256;
 /** Pauses between tries while the database refuses writes. */
 const STORAGE_PAUSES_MS = [250, 500, 1_000, 2_000];
 
@@ -97,6 +99,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private leasesToHandBack = false;
   /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
   private actionClaimFull = true;
+  /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
+  private readonly handed: ClaimedEvent[] = [];
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -107,7 +111,13 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     writer: EventWriter,
     private readonly replicas: Replicas,
   ) {
-    writer.onCommitted(() => this.events.nudge());
+    writer.handOffTo<ClaimedEvent>({
+      lease: (sql, seqs) => this.queue.leaseFresh(sql, seqs, this.running ? HANDED_MAX - this.handed.length : 0),
+      take: (leased, leftForClaim) => {
+        this.handed.push(...leased);
+        if (leased.length > 0 || leftForClaim) this.events.nudge();
+      },
+    });
     this.maxInFlight = Math.max(4, Math.min(64, Math.ceil(config.rateLimitPerMinute / 60)));
   }
 
@@ -143,7 +153,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private async eventLoop(): Promise<void> {
     const pause = new Backoff();
     while (this.running) {
-      const claims = (await this.handBackLeases()) ? await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH)) : [];
+      const claims = (await this.handBackLeases()) ? await this.nextBatch() : [];
       const more = claims && claims.length > 0 ? await this.track(this.processBatch(claims)) : false;
       if (this.storageFailing) await this.events.sleep(pause.next());
       else {
@@ -152,6 +162,18 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         else await yieldToIo();
       }
     }
+  }
+
+  /**
+   * Events handed over by intake first; else a claim, unless a probe of the
+   * waiting events says it would find nothing (the usual case once intake
+   * hands its events over: a wake-up then costs one index probe).
+   */
+  private async nextBatch(): Promise<ClaimedEvent[] | undefined> {
+    if (this.handed.length > 0) return this.handed.splice(0, EVENT_BATCH);
+    const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
+    if (maybe === false) return [];
+    return this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH));
   }
 
   private get storageFailing(): boolean {
@@ -165,6 +187,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    */
   private async handBackLeases(): Promise<boolean> {
     if (!this.leasesToHandBack) return true;
+    // Their leases are given back with the rest: a claim takes them again.
+    this.handed.splice(0);
     const handedBack = await this.guard('hand back event leases', async () => (await this.queue.releaseMine(), true));
     if (handedBack) this.leasesToHandBack = false;
     return handedBack === true;

@@ -1,0 +1,119 @@
+/**
+ * Intake's commit leases the new events the event loop may evaluate at once
+ * to this process (event-writer.ts, work-queue.ts `leaseFresh`), under the
+ * claim's own conditions; the rest wait for a claim, and `anyClaimable` says
+ * whether a claim would find anything. On a real database, both kinds.
+ */
+import { randomUUID } from 'node:crypto';
+import { ActionRunEntity } from '../database/action-run.entity.js';
+import type { Database } from '../database/database.service.js';
+import { EventEntity } from '../database/event.entity.js';
+import type { EventWriter, NewEvent } from '../intake/event-writer.js';
+import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
+import { useQueueStore, type ManualClock } from '../../test/support/storage.js';
+import { EVENT_LEASE_MS, WorkQueue } from './work-queue.js';
+import type { ClaimedEvent } from './work.js';
+
+const kinds = await databasesUnderTest('fresh events handed over');
+
+function anEvent(eventId: string, resourceKey: string | null = null): NewEvent {
+  return { eventId, type: 'task.updated', resourceKey, source: 'webhook', payload: JSON.stringify({ id: eventId }) };
+}
+
+describe.each(kinds)('events handed over by intake on $name', (kind) => {
+  const store = useQueueStore(kind);
+  let db: Database;
+  let clock: ManualClock;
+  let writer: EventWriter;
+  let queue: WorkQueue;
+  let room: number;
+  /** What each commit handed over: the leased events' ids, and whether some were left for a claim. */
+  let taken: Array<{ ids: string[]; left: boolean }>;
+  let leasedEvents: ClaimedEvent[];
+
+  beforeEach(() => {
+    ({ db, clock, writer, queue } = store);
+    room = 100;
+    taken = [];
+    leasedEvents = [];
+    writer.handOffTo<ClaimedEvent>({
+      lease: (sql, seqs) => queue.leaseFresh(sql, seqs, room),
+      take: (leased, left) => {
+        leasedEvents.push(...leased);
+        taken.push({ ids: leased.map((e) => e.event_id), left });
+      },
+    });
+  });
+
+  const writeAll = (events: NewEvent[]) => Promise.all(events.map((event) => writer.write(event)));
+  const holder = async (eventId: string) => (await db.manager.findOneByOrFail(EventEntity, { eventId })).leaseOwner;
+  const handedIds = () => taken.flatMap((t) => t.ids).sort();
+
+  it('leases the new events of a commit to this process and hands them over after it, with the columns a claim returns', async () => {
+    await writeAll([anEvent('a', 'task:1'), anEvent('b', 'task:2'), anEvent('c')]);
+    expect(taken).toEqual([{ ids: ['a', 'b', 'c'], left: false }]);
+    const stored = await db.manager.findOneByOrFail(EventEntity, { eventId: 'a' });
+    expect({ ...leasedEvents[0], seq: Number(leasedEvents[0].seq) }).toEqual({
+      seq: stored.seq, event_id: 'a', type: 'task.updated', resource_key: 'task:1', payload: stored.payload, depth: 0, attempts: 0,
+    });
+    expect(await holder('a')).toBe(queue.owner);
+    expect(await queue.claimEvents(10)).toEqual([]);
+    expect(await queue.anyClaimable()).toBe(false);
+  });
+
+  it('leaves the later of two events about one resource for a claim, in one commit or in two', async () => {
+    await writeAll([anEvent('a1', 'task:1'), anEvent('a2', 'task:1'), anEvent('b1', 'task:2')]);
+    await writer.write(anEvent('a3', 'task:1'));
+    expect(taken).toEqual([{ ids: ['a1', 'b1'], left: true }, { ids: [], left: true }]);
+    expect(await holder('a2')).toBeNull();
+    expect(await queue.anyClaimable()).toBe(true);
+    // Still held by a1, leased and waiting: the claim finds nothing yet.
+    expect(await queue.claimEvents(10)).toEqual([]);
+  });
+
+  it('leaves an event whose resource has an earlier event’s run unfinished', async () => {
+    await writer.write(anEvent('a1', 'task:1'));
+    const first = await db.manager.findOneByOrFail(EventEntity, { eventId: 'a1' });
+    await db.write((m) => m.update(EventEntity, { eventId: 'a1' }, { status: 'processed', leaseOwner: null, leaseUntil: null }));
+    const now = clock.now().toISOString();
+    await db.write((m) =>
+      m.insert(ActionRunEntity, {
+        id: randomUUID(), executionId: randomUUID(), eventSeq: first.seq, resourceKey: 'task:1', ruleId: 'r', position: 0,
+        actionId: null, type: 'task.update', status: 'pending', attempts: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
+      }),
+    );
+    await writer.write(anEvent('a2', 'task:1'));
+    expect(taken.at(-1)).toEqual({ ids: [], left: true });
+  });
+
+  it('leaves a new resource in the scope of a create in flight, and hands over one outside it', async () => {
+    await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
+    clock.advance(1);
+    await writeUnseen(writer, 'in-a', 'task:1', { project_id: 'A' });
+    await writeUnseen(writer, 'in-b', 'task:2', { project_id: 'B' });
+    expect(handedIds()).toEqual(['in-b']);
+    expect(await holder('in-a')).toBeNull();
+  });
+
+  it('leases no more than the room the event loop has; the rest go to a claim', async () => {
+    room = 2;
+    await writeAll(['a', 'b', 'c', 'd'].map((id) => anEvent(id)));
+    expect(taken).toEqual([{ ids: ['a', 'b'], left: true }]);
+    expect((await queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['c', 'd']);
+  });
+
+  it('anyClaimable: not for a retry that is not due yet, yes once it is, and yes for a lease that ran out', async () => {
+    room = 0;
+    await writer.write(anEvent('later'));
+    const inAMinute = new Date(clock.now().getTime() + 60_000).toISOString();
+    await db.write((m) => m.update(EventEntity, { eventId: 'later' }, { nextAttemptAt: inAMinute }));
+    expect(await queue.anyClaimable()).toBe(false);
+    clock.advance(60_000);
+    expect(await queue.anyClaimable()).toBe(true);
+    expect(await queue.claimEvents(1)).toHaveLength(1);
+    expect(await queue.anyClaimable()).toBe(false);
+    clock.advance(EVENT_LEASE_MS + 1);
+    expect(await queue.anyClaimable()).toBe(true);
+  });
+});
