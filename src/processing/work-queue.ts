@@ -66,6 +66,10 @@ const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
   WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
     AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent)
     AND a.lease_until > ? AND a.created_at <= e.received_at)`;
+/** When the oldest creating run in flight under a live lease (`?`: now) that could have caused event `e` was created. */
+const HELD_FROM = `(SELECT MIN(a.created_at) FROM action_runs a
+  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
+    AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent) AND a.lease_until > ?)`;
 
 const CLAIM_RUNS_SQLITE = `
   UPDATE action_runs
@@ -93,17 +97,15 @@ function claimFilters(kind: DatabaseKind): string {
 }
 
 /**
- * Whether a claim could find anything (placeholders: now, now): a waiting event that is due and not leased, or
- * whose lease ran out. Both through partial indexes that hold only such events (idx_events_unleased) or only the
- * leased ones (idx_events_leased, the batches in hand), so it costs the same whatever the history.
+ * SQLite: whether a claim could find anything (placeholders: now, now): a waiting event that is due and not
+ * leased, or whose lease ran out. Both through partial indexes that hold only such events (idx_events_unleased)
+ * or only the leased ones (idx_events_leased, the batches in hand), so it costs the same whatever the history.
+ * (PostgreSQL plans from statistics, and on those of a table that grew in seconds it read the table for this;
+ * there the claim, written to hold up on young statistics, is its own probe.)
  */
-function anyClaimableSql(kind: DatabaseKind): string {
-  // SQLite, which keeps no statistics, would walk every waiting event through idx_events_status_seq.
-  const index = (name: string) => (kind === 'sqlite' ? `INDEXED BY ${name}` : '');
-  return `SELECT
-  EXISTS (SELECT 1 FROM events ${index('idx_events_unleased')} WHERE status = 'received' AND lease_owner IS NULL AND next_attempt_at <= ?)
-  OR EXISTS (SELECT 1 FROM events ${index('idx_events_leased')} WHERE lease_owner IS NOT NULL AND status = 'received' AND lease_until < ?) AS due`;
-}
+const ANY_CLAIMABLE_SQLITE = `SELECT
+  EXISTS (SELECT 1 FROM events INDEXED BY idx_events_unleased WHERE status = 'received' AND lease_owner IS NULL AND next_attempt_at <= ?)
+  OR EXISTS (SELECT 1 FROM events INDEXED BY idx_events_leased WHERE lease_owner IS NOT NULL AND status = 'received' AND lease_until < ?) AS due`;
 
 /**
  * Leases to this process the events a commit has just stored (`seqs`, as a JSON array) that it may evaluate now,
@@ -112,11 +114,15 @@ function anyClaimableSql(kind: DatabaseKind): string {
  */
 function leaseFreshSql(kind: DatabaseKind): string {
   const seqs = kind === 'postgres' ? 'SELECT unnest(?::int[])' : 'SELECT value FROM json_each(?)';
+  // PostgreSQL: the oldest creating run in flight in the event's scope, a MIN that idx_action_runs_creating_in_flight
+  // (scope_kind, created_at) answers from its start; as a NOT EXISTS, on the young statistics of a table that grew in
+  // seconds, it read the whole table for every new event.
+  const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
   return `UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq IN (
       SELECT e.seq FROM events e
       WHERE e.seq IN (${seqs}) AND e.status = 'received' AND ${claimFilters(kind)}
-        AND (e.seen_resource OR ${OUTSIDE_EVERY_SCOPE})
+        AND (e.seen_resource OR ${outside})
       ORDER BY e.seq LIMIT ?)
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
@@ -127,7 +133,6 @@ export class WorkQueue {
   readonly owner = randomUUID();
   private analyzedAt = 0;
   private leaseFreshSql: string | undefined;
-  private anyClaimableSql: string | undefined;
 
   constructor(
     private readonly db: Database,
@@ -152,10 +157,14 @@ export class WorkQueue {
     return rows.sort((a, b) => a.seq - b.seq);
   }
 
-  /** Whether a claim could find an event now; cheap, so that a wake-up with nothing to claim costs one index probe. */
+  /**
+   * Whether a claim could find an event now; on SQLite one probe of two small indexes, so that a wake-up with
+   * nothing to claim costs no claim. Always true on PostgreSQL (see ANY_CLAIMABLE_SQLITE).
+   */
   async anyClaimable(): Promise<boolean> {
+    if (this.db.kind === 'postgres') return true;
     const now = this.clock.now().toISOString();
-    const [row] = await statementsOf(this.db.manager).rows<{ due: number | boolean }>((this.anyClaimableSql ??= anyClaimableSql(this.db.kind)), [now, now]);
+    const [row] = await statementsOf(this.db.manager).rows<{ due: number }>(ANY_CLAIMABLE_SQLITE, [now, now]);
     return Boolean(row?.due);
   }
 

@@ -33,7 +33,7 @@ import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
-const EVENT_BATCH = 128;
+const EVENT_BATCH = 32;
 const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
 /** At most this many events handed over by intake's commits wait in memory (leased to this process) for the event loop. */
