@@ -38,6 +38,12 @@ const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
 /** At most this many events handed over by intake's commits wait in memory (leased to this process) for the event loop. */
 const HANDED_MAX = 256;
+/**
+ * After a claim that found nothing, the next one waits this long (events handed over by intake do not): every
+ * action run that ends wakes the loop, which under load is far more often than a claim can find something new, and
+ * a claim costs (on PostgreSQL, which plans it afresh each time, a few milliseconds of the server's CPU).
+ */
+const EMPTY_CLAIM_PAUSE_MS = 10;
 /** Pauses between tries while the database refuses writes. */
 const STORAGE_PAUSES_MS = [250, 500, 1_000, 2_000];
 
@@ -101,6 +107,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private actionClaimFull = true;
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
   private readonly handed: ClaimedEvent[] = [];
+  /** Ends the pause after an empty claim early when intake hands events over. */
+  private readonly handedArrival = new Wakeable();
+  private emptyClaimAt = 0;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -115,6 +124,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       lease: (sql, seqs) => this.queue.leaseFresh(sql, seqs, this.running ? HANDED_MAX - this.handed.length : 0),
       take: (leased, leftForClaim) => {
         this.handed.push(...leased);
+        if (leased.length > 0) this.handedArrival.nudge();
         if (leased.length > 0 || leftForClaim) this.events.nudge();
       },
     });
@@ -170,10 +180,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    * hands its events over: a wake-up then costs one index probe).
    */
   private async nextBatch(): Promise<ClaimedEvent[] | undefined> {
+    const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
+    if (this.handed.length === 0 && pause > 0) await this.handedArrival.sleep(pause);
     if (this.handed.length > 0) return this.handed.splice(0, EVENT_BATCH);
     const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
     if (maybe === false) return [];
-    return this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH));
+    const claims = await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH));
+    if (claims?.length === 0) this.emptyClaimAt = Date.now();
+    return claims;
   }
 
   private get storageFailing(): boolean {
