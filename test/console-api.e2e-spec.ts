@@ -165,6 +165,8 @@ describe.each(kinds)('the console on $name', (kind) => {
       const event = aTaskEvent('task.blocked');
       expect((await deliver(rig.engine.url, event)).status).toBe(202);
       await settledEvent(rig.engine, event.id!);
+      // The failure's engine.action_run.failed event is work too: its evaluation comes a moment after.
+      await quietEngine(rig.engine);
       const overview = await body(rig.engine.admin('/admin/overview'));
       expect(overview.failed_action_runs).toBe(1);
       expect(overview.queues).toEqual({ events: 0, actions: 0 });

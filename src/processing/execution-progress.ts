@@ -16,20 +16,26 @@ import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { emitActionRunFailed } from './engine-events.js';
 import { advanceExecution } from './execution-steps.js';
+import { recordOutcomes, type Outcome, type OutcomeSteps } from './outcome-batch.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
-interface Outcome {
-  claim: ClaimedActionRun;
-  owner: string;
-  result: AttemptOutcome;
-  now: string;
-  loaded?: LoadedExecution;
+
+const EXECUTION_COLUMNS = 'x.id, x.event_seq, x.event_id, x.rule_id, x.rule_snapshot, x.facts, e.type AS event_type, e.depth';
+const LOAD_EXECUTION = `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ?`;
+/** PostgreSQL: the executions of a batch of outcomes at once. */
+const LOAD_EXECUTIONS = `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ANY(?::text[])`;
+
+interface ExecutionRow {
+  id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string; facts: string | null; event_type: string; depth: number;
 }
 
-const LOAD_EXECUTION = `
-  SELECT x.id, x.event_seq, x.event_id, x.rule_id, x.rule_snapshot, x.facts, e.type AS event_type, e.depth
-  FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ?`;
+function loadedOf(row: ExecutionRow): LoadedExecution {
+  return {
+    id: row.id, eventSeq: Number(row.event_seq), eventId: row.event_id, ruleId: row.rule_id, rule: JSON.parse(row.rule_snapshot) as RuleSnapshot,
+    eventType: row.event_type, eventDepth: Number(row.depth), facts: row.facts === null ? undefined : (JSON.parse(row.facts) as Record<string, unknown>),
+  };
+}
 const RECORD_OUTCOME = `
   UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = ?,
                          response_status = ?, response = ?, error_code = ?, error_message = ?
@@ -41,14 +47,9 @@ const SAVE_PROVENANCE = `
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
 
 export async function loadExecution(sql: Statements, claim: Pick<ClaimedActionRun, 'id' | 'execution_id'>): Promise<LoadedExecution> {
-  const [row] = await sql.rows<{
-    id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string; facts: string | null; event_type: string; depth: number;
-  }>(LOAD_EXECUTION, [claim.execution_id]);
+  const [row] = await sql.rows<ExecutionRow>(LOAD_EXECUTION, [claim.execution_id]);
   if (!row) throw new Error(`execution ${claim.execution_id} of action run ${claim.id} is missing`);
-  return {
-    id: row.id, eventSeq: Number(row.event_seq), eventId: row.event_id, ruleId: row.rule_id, rule: JSON.parse(row.rule_snapshot) as RuleSnapshot,
-    eventType: row.event_type, eventDepth: Number(row.depth), facts: row.facts === null ? undefined : (JSON.parse(row.facts) as Record<string, unknown>),
-  };
+  return loadedOf(row);
 }
 
 /** The resource an action created or changed: an event about it soon after is the engine's own doing. */
@@ -77,28 +78,45 @@ export class ExecutionProgress {
   }
 
   private async recordAll(sql: Statements, batch: Outcome[]): Promise<boolean[]> {
+    // PostgreSQL: a few statements for the whole batch (outcome-batch.ts); SQLite's statements run in process.
+    if (this.kind === 'postgres' && batch.length > 1) return recordOutcomes(sql, batch, this.steps);
     const recorded: boolean[] = [];
     for (const outcome of batch) recorded.push(await this.recordOne(sql, outcome));
     return recorded;
   }
 
-  private async recordOne(sql: Statements, { claim, owner, result, now, loaded }: Outcome): Promise<boolean> {
+  private async recordOne(sql: Statements, outcome: Outcome): Promise<boolean> {
+    const { claim, owner, result, now, loaded } = outcome;
     const changed = await sql.run(RECORD_OUTCOME, [
       result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
       result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
     ]);
     if (!changed) return false;
-    this.metrics.actionRun(claim.type, result.status, result.seconds);
+    this.recorded(outcome);
     if (result.status === 'succeeded' && result.request) {
       await saveProvenance(sql, claim, touchedResource(claim.type, result.request, result.response), now);
     }
+    if (result.status === 'retrying') return true;
+    await this.advance(sql, outcome, loaded ?? (await loadExecution(sql, claim)));
+    return true;
+  }
+
+  private readonly steps: OutcomeSteps = {
+    load: async (sql, ids) => new Map((await sql.rows<ExecutionRow>(LOAD_EXECUTIONS, [ids])).map((row) => [row.id, loadedOf(row)])),
+    recorded: (outcome) => this.recorded(outcome),
+    advance: (sql, outcome, execution) => this.advance(sql, outcome, execution),
+  };
+
+  private recorded({ claim, result }: Outcome): void {
+    this.metrics.actionRun(claim.type, result.status, result.seconds);
     if (result.status === 'failed') {
       this.logger.warn({ msg: 'action failed', run: claim.id, rule: claim.rule_id, type: claim.type, code: result.errorCode, error: result.errorMessage });
     }
-    if (result.status === 'retrying') return true;
-    const execution = loaded ?? (await loadExecution(sql, claim));
+  }
+
+  /** After a run ended for good: a failure's engine event, then the execution's next step or its end. */
+  private async advance(sql: Statements, { claim, result, now }: Outcome, execution: LoadedExecution): Promise<void> {
     if (result.status === 'failed') await emitActionRunFailed(sql, claim, execution, result, now);
     await advanceExecution(sql, this.kind, claim, { failed: result.status === 'failed', errorCode: result.errorCode, errorMessage: result.errorMessage }, now, execution);
-    return true;
   }
 }

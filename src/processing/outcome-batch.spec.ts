@@ -1,0 +1,111 @@
+/**
+ * Outcomes of action runs that finish together are committed together; on
+ * PostgreSQL with one statement per step for the whole batch
+ * (outcome-batch.ts), on SQLite run by run. Either way each run ends as it
+ * would alone: the same rows, on a real database of each kind.
+ */
+import { Logger } from '@nestjs/common';
+import type { AttemptOutcome } from '../actions/attempt-outcome.js';
+import { ActionRunEntity } from '../database/action-run.entity.js';
+import { EventEntity } from '../database/event.entity.js';
+import { ExecutionEntity } from '../database/execution.entity.js';
+import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
+import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { aRule } from '../../test/support/rule-factory.js';
+import { ExecutionProgress } from './execution-progress.js';
+import type { ClaimedActionRun } from './work.js';
+
+const kinds = await databasesUnderTest('outcomes recorded together');
+
+const single = aRule({ id: 'single', actions: [{ id: 'make', type: 'task.create', params: { project_id: 'prj_1', title: 'Made {{ event.id }}' } }] });
+const two = aRule({
+  id: 'two',
+  actions: [
+    { id: 'make', type: 'task.create', params: { project_id: 'prj_1', title: 'First {{ event.id }}' } },
+    { type: 'workflow.trigger', params: { id: 'wf_1', input: {} } },
+  ],
+});
+
+beforeAll(() => Logger.overrideLogger(false));
+
+describe.each(kinds)('action outcomes committed together on $name', (kind) => {
+  let core: Core;
+
+  beforeEach(async () => {
+    core = await openCore(kind);
+    core.useRules(single, two);
+  });
+  afterEach(() => core.close());
+
+  const run = (id: string) => core.db.manager.findOneByOrFail(ActionRunEntity, { id });
+  const executionOf = (claim: ClaimedActionRun) => core.db.manager.findOneByOrFail(ExecutionEntity, { id: claim.execution_id });
+
+  function succeeded(claim: ClaimedActionRun, createdId: string): AttemptOutcome {
+    return { status: 'succeeded', request: JSON.parse(claim.request!), responseStatus: 201, response: { id: createdId }, seconds: 0.01 };
+  }
+
+  it('ends each run as it would alone: a last action ends its execution, a first one queues the next, a failure fails it, a lost lease changes nothing', async () => {
+    await core.store(taskEvent('task.completed', { title: 'One' }));
+    await core.store(taskEvent('task.completed', { title: 'Two' }));
+    await core.processNext();
+    await core.processNext();
+    const claims = await core.queue.claimActionRuns(10, 60_000);
+    const of = (rule: string, nth: number) => claims.filter((c) => c.rule_id === rule).sort((a, b) => a.event_seq - b.event_seq)[nth]!;
+    const [lastOk, firstOk, failing, stolen] = [of('single', 0), of('two', 0), of('single', 1), of('two', 1)];
+    await core.db.write((m) => m.update(ActionRunEntity, { id: stolen.id }, { leaseOwner: 'someone else' }));
+
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const now = core.clock.now().toISOString();
+    const owner = core.queue.owner;
+    // Submitted in one tick: one commit, one batch.
+    const recorded = await Promise.all([
+      progress.record(lastOk, owner, succeeded(lastOk, 'tsk_made'), now),
+      progress.record(firstOk, owner, succeeded(firstOk, 'tsk_first'), now),
+      progress.record(failing, owner, { status: 'failed', request: JSON.parse(failing.request!), responseStatus: 422, errorCode: 'http_422', errorMessage: 'no' }, now),
+      progress.record(stolen, owner, succeeded(stolen, 'tsk_stolen'), now),
+    ]);
+    expect(recorded).toEqual([true, true, true, false]);
+
+    expect(await run(lastOk.id)).toMatchObject({ status: 'succeeded', responseStatus: 201, leaseOwner: null, leaseUntil: null });
+    expect(await executionOf(lastOk)).toMatchObject({ status: 'succeeded', error: null, finishedAt: now });
+    expect(await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: 'task:tsk_made' })).toMatchObject({ actionRunId: lastOk.id, ruleId: 'single', depth: 0 });
+    expect(await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: 'task:tsk_first' })).toMatchObject({ actionRunId: firstOk.id });
+
+    expect(await executionOf(firstOk)).toMatchObject({ status: 'running', finishedAt: null });
+    expect(await core.db.manager.findBy(ActionRunEntity, { executionId: firstOk.execution_id, position: 1 })).toMatchObject([{ status: 'pending', type: 'workflow.trigger' }]);
+
+    expect(await run(failing.id)).toMatchObject({ status: 'failed', errorCode: 'http_422', leaseOwner: null });
+    expect(await executionOf(failing)).toMatchObject({ status: 'failed', error: expect.stringContaining('http_422') });
+    expect(await core.db.manager.countBy(EventEntity, { type: 'engine.action_run.failed' })).toBe(1);
+
+    expect(await run(stolen.id)).toMatchObject({ status: 'running', leaseOwner: 'someone else', response: null });
+    expect(await core.db.manager.findOneBy(ResourceProvenanceEntity, { resourceKey: 'task:tsk_stolen' })).toBeNull();
+    expect(await executionOf(stolen)).toMatchObject({ status: 'running' });
+  });
+
+  it('ends an execution whose earlier action failed (continueOnError) as failed, counting its failures', async () => {
+    core.useRules(aRule({
+      id: 'carry-on',
+      actions: [
+        { id: 'first', type: 'task.create', params: { project_id: 'prj_1', title: 'First' }, continueOnError: true },
+        { id: 'second', type: 'task.create', params: { project_id: 'prj_1', title: 'Second' } },
+      ],
+    }));
+    await core.store(taskEvent('task.completed', { title: 'Three' }));
+    await core.processNext();
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const owner = core.queue.owner;
+    const now = core.clock.now().toISOString();
+    const claimed = await core.queue.claimActionRuns(10, 60_000);
+    await progress.record(claimed.find((c) => c.rule_id === 'carry-on')!, owner, { status: 'failed', errorCode: 'http_422', errorMessage: 'no' }, now);
+    // The second action, with another rule's run (still leased to us) finishing beside it, so that the batch has two.
+    const [second] = await core.queue.claimActionRuns(10, 60_000);
+    const other = claimed.find((c) => c.rule_id === 'single')!;
+    await Promise.all([
+      progress.record(second, owner, { status: 'succeeded', request: JSON.parse(second.request ?? 'null') ?? undefined, responseStatus: 201, response: { id: 'tsk_second' } }, now),
+      progress.record(other, owner, { status: 'succeeded', responseStatus: 201, response: {} }, now),
+    ]);
+    expect(await executionOf(second)).toMatchObject({ status: 'failed', error: '1 action(s) failed', finishedAt: now });
+  });
+});

@@ -1,0 +1,106 @@
+/**
+ * PostgreSQL: the outcomes of action runs that finish together, recorded with
+ * a few statements for the whole batch rather than four or five per run (on
+ * PostgreSQL every statement is a round trip, and under load each waits behind
+ * the rest of the process's work). The steps are those of one run
+ * (execution-progress.ts), in the same transaction, one statement each: the
+ * runs' outcomes (only where this worker still holds the lease), the resources
+ * they touched, the executions not handed over with their runs, and the end of
+ * every execution whose last action succeeded. Anything else (a retry has
+ * nothing more to do; a failure, a next entry, an item of a forEach) goes on
+ * run by run through `advance`.
+ */
+import { touchedResource } from '../actions/action-types.js';
+import type { AttemptOutcome } from '../actions/attempt-outcome.js';
+import type { Statements } from '../database/statements.js';
+import { unnestOf } from './batched-statements.js';
+import type { ClaimedActionRun, LoadedExecution } from './work.js';
+
+export interface Outcome {
+  claim: ClaimedActionRun;
+  owner: string;
+  result: AttemptOutcome;
+  now: string;
+  loaded?: LoadedExecution;
+}
+
+const RECORD_COLUMNS = ['status', 'next_attempt_at', 'updated_at', 'request', 'response_status', 'response', 'error_code', 'error_message', 'id', 'owner'];
+const RECORD_TYPES = ['text', 'text', 'text', 'text', 'int', 'text', 'text', 'text', 'text', 'text'];
+const RECORD_MANY = `
+  UPDATE action_runs r SET status = t.status, lease_owner = NULL, lease_until = NULL, next_attempt_at = t.next_attempt_at,
+                           updated_at = t.updated_at, request = t.request, response_status = t.response_status,
+                           response = t.response, error_code = t.error_code, error_message = t.error_message
+  FROM ${unnestOf(RECORD_COLUMNS, RECORD_TYPES)}
+  WHERE r.id = t.id AND r.lease_owner = t.owner AND r.status = 'running'
+  RETURNING r.id`;
+
+const PROVENANCE_MANY = `
+  INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
+  SELECT t.resource_key, COALESCE((SELECT depth FROM events WHERE seq = t.event_seq), 0), t.action_run_id, t.rule_id, t.changed_at
+  FROM ${unnestOf(['resource_key', 'event_seq', 'action_run_id', 'rule_id', 'changed_at'], ['text', 'int', 'text', 'text', 'text'])}
+  ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
+                                           rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
+
+/** As execution-steps.ts closes an execution after its last action: failed if any of its runs failed. */
+const FINISH_MANY = `
+  UPDATE executions x SET status = CASE WHEN f.n > 0 THEN 'failed' ELSE 'succeeded' END, finished_at = t.finished_at,
+                          error = CASE WHEN f.n > 0 THEN f.n || ' action(s) failed' ELSE NULL END, resume_at = NULL
+  FROM ${unnestOf(['id', 'finished_at'], ['text', 'text'])}
+  CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM action_runs a WHERE a.execution_id = t.id AND a.status = 'failed') f
+  WHERE x.id = t.id AND x.status IN ('running', 'waiting')`;
+
+export interface OutcomeSteps {
+  /** Executions by id, for the runs not handed over with theirs. */
+  load(sql: Statements, ids: string[]): Promise<Map<string, LoadedExecution>>;
+  /** Told of each outcome recorded (metrics, logs). */
+  recorded(outcome: Outcome): void;
+  /** The rest of one run's steps after its outcome and provenance are recorded. */
+  advance(sql: Statements, outcome: Outcome, execution: LoadedExecution): Promise<void>;
+}
+
+/** Records a batch; for each outcome, whether it was recorded (false: the lease was lost). */
+export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: OutcomeSteps): Promise<boolean[]> {
+  const changed = await recordRuns(sql, batch);
+  const recorded = batch.filter((o) => changed.has(o.claim.id));
+  for (const outcome of recorded) steps.recorded(outcome);
+  await saveProvenances(sql, recorded);
+  const going = recorded.filter((o) => o.result.status !== 'retrying');
+  const missing = [...new Set(going.filter((o) => o.loaded === undefined).map((o) => o.claim.execution_id))];
+  const loaded = missing.length > 0 ? await steps.load(sql, missing) : new Map<string, LoadedExecution>();
+  const finished: Array<[string, string]> = [];
+  for (const outcome of going) {
+    const execution = outcome.loaded ?? loaded.get(outcome.claim.execution_id);
+    if (!execution) throw new Error(`execution ${outcome.claim.execution_id} of action run ${outcome.claim.id} is missing`);
+    if (endsWithSuccess(outcome, execution)) finished.push([execution.id, outcome.now]);
+    else await steps.advance(sql, outcome, execution);
+  }
+  if (finished.length > 0) await sql.run(FINISH_MANY, [finished.map(([id]) => id), finished.map(([, at]) => at)]);
+  return batch.map((o) => changed.has(o.claim.id));
+}
+
+async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string>> {
+  const rows = batch.map(({ claim, owner, result, now }) => [
+    result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
+    result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
+  ]);
+  const changed = await sql.rows<{ id: string }>(RECORD_MANY, RECORD_TYPES.map((_type, column) => rows.map((row) => row[column])));
+  return new Set(changed.map((row) => row.id));
+}
+
+/** The resources the succeeded runs touched; of two runs touching one resource, the later in the batch wins. */
+async function saveProvenances(sql: Statements, recorded: Outcome[]): Promise<void> {
+  const rows = new Map<string, unknown[]>();
+  for (const { claim, result, now } of recorded) {
+    if (result.status !== 'succeeded' || !result.request) continue;
+    const key = touchedResource(claim.type, result.request, result.response);
+    if (key) rows.set(key, [key, claim.event_seq, claim.id, claim.rule_id, now]);
+  }
+  if (rows.size === 0) return;
+  const values = [...rows.values()];
+  await sql.run(PROVENANCE_MANY, [0, 1, 2, 3, 4].map((column) => values.map((row) => row[column])));
+}
+
+/** A plain run (no forEach item) of its rule's last action that succeeded: its execution ends with it. */
+function endsWithSuccess({ claim, result }: Outcome, execution: LoadedExecution): boolean {
+  return result.status === 'succeeded' && (claim.item_index === null || claim.item_index === undefined) && claim.position + 1 >= execution.rule.actions.length;
+}
