@@ -24,7 +24,8 @@
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/simulator.js';
 import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
 import { rulesDir, spawnEngine, startEngine, type EngineProcess, type RunningEngine } from './engine.js';
-import { freePort, startRoundTrip, type RoundTrip, type RoundTripOptions } from './round-trip.js';
+import { onFreePort } from './ports.js';
+import { startRoundTrip, type RoundTrip, type RoundTripOptions } from './round-trip.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -106,7 +107,8 @@ export function useRig(kind: DatabaseKindUnderTest, options: RigOptions = {}): R
       return engine;
     },
     async spawn(rules = [], env = {}, port) {
-      const child = await spawnEngine(rig.env(rules, env), port ?? (await freePort()));
+      const spawn = (at: number) => spawnEngine(rig.env(rules, env), at);
+      const child = port !== undefined ? await spawn(port) : (await onFreePort(spawn)).started;
       cleanups.push(() => child.kill());
       return child;
     },

@@ -25,7 +25,8 @@ import { rulesDir, spawnEngine, TEST_SECRET, type EngineProcess } from './engine
 import { deliver, type TestEvent } from './events.js';
 import { HOOK_TIMEOUT_MS, type Env } from './fixture.js';
 import { startBalancer, startRecordingProxy, type Listening, type SentRequest } from './replica-routing.js';
-import { engineRequests, freePort } from './round-trip.js';
+import { onFreePort } from './ports.js';
+import { engineRequests } from './round-trip.js';
 import { waitUntil } from './wait.js';
 
 export type { SentRequest } from './replica-routing.js';
@@ -41,7 +42,8 @@ export interface ReplicaOptions {
 
 export interface Replica {
   readonly index: number;
-  readonly port: number;
+  /** Chosen at its first start, kept for its restarts. */
+  port: number;
   /** The running process; undefined while it is stopped. */
   process?: EngineProcess;
   /** Every process this replica ran, the current one last (their output, for a failure's message). */
@@ -97,7 +99,7 @@ async function startParts(options: ReplicaOptions, cleanups: Array<() => unknown
   const db = await createPostgresDatabase();
   cleanups.push(() => db.drop());
   const replicas: Replica[] = [];
-  for (let index = 0; index < options.count; index++) replicas.push({ index, port: await freePort(), generations: [] });
+  for (let index = 0; index < options.count; index++) replicas.push({ index, port: 0, generations: [] });
   const live = () => replicas.filter((r) => r.process).map((r) => r.process!.url);
   const balancer = await startBalancer(live);
   cleanups.push(() => balancer.close());
@@ -116,7 +118,10 @@ async function startParts(options: ReplicaOptions, cleanups: Array<() => unknown
 }
 
 async function spawnReplica(parts: Parts, replica: Replica, env: Env, cleanups: Array<() => unknown>): Promise<EngineProcess> {
-  const engine = await spawnEngine(replicaEnv(parts, replica.index, env), replica.port);
+  const spawn = (port: number) => spawnEngine(replicaEnv(parts, replica.index, env), port);
+  let engine: EngineProcess;
+  if (replica.generations.length > 0) engine = await spawn(replica.port);
+  else ({ started: engine, port: replica.port } = await onFreePort(spawn)); // its first start: any port, kept for its restarts
   cleanups.push(() => engine.kill('SIGKILL'));
   replica.generations.push(engine);
   replica.process = engine;

@@ -1,0 +1,21 @@
+/**
+ * A free port is only free until someone takes it: `freePort` finds one and
+ * lets it go, and another process (a test of another jest worker, a server
+ * listening on port 0) may take it before the engine listens on it. An engine
+ * started on a port found that way is started again on another one when it
+ * exits with EADDRINUSE.
+ */
+import { freePort } from './round-trip.js';
+
+const TRIES = 4;
+
+export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<{ started: T; port: number }> {
+  for (let tries = 1; ; tries++) {
+    const port = await freePort();
+    try {
+      return { started: await start(port), port };
+    } catch (error) {
+      if (tries >= TRIES || !String((error as Error)?.message).includes('EADDRINUSE')) throw error;
+    }
+  }
+}
