@@ -13,7 +13,7 @@
  * commit and handed to its action loop directly, so the normal path needs no
  * claim; the claim query remains for retries, recovery and other replicas.
  */
-import { randomUUID } from 'node:crypto';
+import { v7 as timeOrderedUuid } from 'uuid';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -177,7 +177,7 @@ export class EventCommit {
         // Earlier events of the batch are in the table already: the batch commits them in order.
         throttled = Number(recent.n) >= throttle.limit;
       }
-      executions.push({ id: randomUUID(), match, throttled, snapshot: snapshotOf(match) });
+      executions.push({ id: executionId(), match, throttled, snapshot: snapshotOf(match) });
     }
     return executions;
   }
@@ -193,9 +193,18 @@ export class EventCommit {
   }
 }
 
+/**
+ * A new execution's id: a time-ordered UUID (version 7), so a batch's executions, and the index of action runs by
+ * execution, grow at their end instead of taking one page each at random (a random UUID made a commit of a batch
+ * write about half as many pages again).
+ */
+function executionId(): string {
+  return timeOrderedUuid();
+}
+
 /** Executions of an event none of whose rules throttles. */
 function newExecutions(verdict: Verdict): NewExecution[] {
-  return verdict.matched.map((match) => ({ id: randomUUID(), match, throttled: false, snapshot: snapshotOf(match) }));
+  return verdict.matched.map((match) => ({ id: executionId(), match, throttled: false, snapshot: snapshotOf(match) }));
 }
 
 /** The event's columns as FINISH_EVENT sets them, in its order. */

@@ -52,7 +52,7 @@ describe.each(kinds)(`${EventProcessor.name} on $name`, (kind) => {
       const [execution] = await core.executions(eventId);
       expect(execution).toMatchObject({ ruleId: 'review-in-prj-1', ruleVersion: reviewInPrj1.version, status: 'running', finishedAt: null });
       expect(await core.runs(execution.id)).toEqual([
-        expect.objectContaining({ id: actionRunId(eventId, 'review-in-prj-1', 0), position: 0, type: 'task.create', status: 'pending', attempts: 0 }),
+        expect.objectContaining({ id: actionRunId({ seq: event!.seq, id: eventId }, 'review-in-prj-1', 0), position: 0, type: 'task.create', status: 'pending', attempts: 0 }),
       ]);
     });
 

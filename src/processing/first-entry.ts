@@ -96,7 +96,7 @@ export async function insertFirstRun(
   const type = entry?.type ?? 'delay';
   const resourceKey = isStep(type) ? null : claim.resource_key;
   const run: ClaimedActionRun = {
-    id: actionRunId(claim.event_id, execution.ruleId, start.position), execution_id: execution.id, event_seq: claim.seq, resource_key: resourceKey,
+    id: actionRunId({ seq: claim.seq, id: claim.event_id }, execution.ruleId, start.position), execution_id: execution.id, event_seq: claim.seq, resource_key: resourceKey,
     rule_id: execution.ruleId, position: start.position, action_id: entry?.id ?? null, type, attempts: handOff ? 1 : 0, request: start.request,
     item_index: null, item: null,
   };

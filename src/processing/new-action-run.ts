@@ -1,19 +1,33 @@
 /**
  * An action run's identity and first row. The id, which is also its
  * Idempotency-Key, follows from what the run is: the event, the rule and the
- * action's position (and, for one item of a forEach, the item's index). If an evaluation is ever done again (its commit lost to a
- * power cut after the request went out), the action gets the same key and the
- * service applies it once.
+ * action's position (and, for one item of a forEach, the item's index). If an
+ * evaluation is ever done again (its commit lost to a power cut after the
+ * request went out), the action gets the same key and the service applies it
+ * once.
  */
 import { createHash } from 'node:crypto';
 import type { ActionRunEntity } from '../database/action-run.entity.js';
 import type { ExecutionEntity } from '../database/execution.entity.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 
-export function actionRunId(eventId: string, ruleId: string, position: number, itemIndex?: number): string {
+/** The event an action run is for: its place in the events table and its id. */
+export interface RunEvent {
+  seq: number;
+  id: string;
+}
+
+/**
+ * A UUID (version 8, RFC 9562) whose first 48 bits are the event's seq and whose other 72 are from the SHA-256 of the
+ * event's id, the rule, the position and the item's index. Leading with the seq stores runs in the order of their
+ * events: a commit of a batch appends to the end of the id index rather than writing one page of it per run, as a
+ * purely hashed id did (on SQLite such a commit wrote about twice as many pages).
+ */
+export function actionRunId(event: RunEvent, ruleId: string, position: number, itemIndex?: number): string {
   const item = itemIndex === undefined ? '' : `\u0000item ${itemIndex}`;
-  const hex = createHash('sha256').update(`${eventId}\u0000${ruleId}\u0000${position}${item}`).digest('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  const hash = createHash('sha256').update(`${event.id}\u0000${ruleId}\u0000${position}${item}`).digest('hex');
+  const seq = event.seq.toString(16).padStart(12, '0').slice(-12);
+  return `${seq.slice(0, 8)}-${seq.slice(8, 12)}-8${hash.slice(0, 3)}-a${hash.slice(3, 6)}-${hash.slice(6, 18)}`;
 }
 
 export function newActionRun(
@@ -25,7 +39,7 @@ export function newActionRun(
 ): Partial<ActionRunEntity> {
   const action = rule.actions[position];
   return {
-    id: actionRunId(execution.eventId, execution.ruleId, position),
+    id: actionRunId({ seq: execution.eventSeq, id: execution.eventId }, execution.ruleId, position),
     executionId: execution.id,
     eventSeq: execution.eventSeq,
     resourceKey,

@@ -79,7 +79,7 @@ export class StepRecords {
   async insertItems(sql: Statements, claim: ClaimedActionRun, execution: LoadedExecution, items: unknown[], now: string): Promise<void> {
     for (const [index, item] of items.entries()) {
       await sql.run(INSERT_ITEM, [
-        actionRunId(execution.eventId, execution.ruleId, claim.position, index), execution.id, execution.eventSeq, claim.resource_key ?? null,
+        actionRunId({ seq: execution.eventSeq, id: execution.eventId }, execution.ruleId, claim.position, index), execution.id, execution.eventSeq, claim.resource_key ?? null,
         execution.ruleId, claim.position, claim.action_id, claim.type, now, now, now, index, JSON.stringify(item ?? null),
       ]);
     }

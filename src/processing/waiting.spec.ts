@@ -146,9 +146,10 @@ describe.each(kinds)('waiting executions on $name', (kind) => {
   });
 
   it('forEach items get keys of their own, derived from event, rule, position and index', () => {
-    const keys = [0, 1, 2].map((index) => actionRunId('evt_1', 'rule', 0, index));
-    expect(new Set([...keys, actionRunId('evt_1', 'rule', 0)]).size).toBe(4);
-    expect(actionRunId('evt_1', 'rule', 0, 1)).toBe(keys[1]);
-    expect(actionRunId('evt_1', 'rule', 1, 0)).not.toBe(keys[0]);
+    const event = { seq: 7, id: 'evt_1' };
+    const keys = [0, 1, 2].map((index) => actionRunId(event, 'rule', 0, index));
+    expect(new Set([...keys, actionRunId(event, 'rule', 0)]).size).toBe(4);
+    expect(actionRunId(event, 'rule', 0, 1)).toBe(keys[1]);
+    expect(actionRunId(event, 'rule', 1, 0)).not.toBe(keys[0]);
   });
 });

@@ -1,0 +1,30 @@
+import { actionRunId } from './new-action-run.js';
+
+describe('actionRunId', () => {
+  const event = { seq: 41, id: 'evt_1' };
+
+  it('is a version 8 UUID that stays the same for the same event, rule, position and item', () => {
+    const id = actionRunId(event, 'rule', 2, 3);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(actionRunId({ ...event }, 'rule', 2, 3)).toBe(id);
+  });
+
+  it('differs when the event id, the rule, the position or the item differs', () => {
+    const ids = [
+      actionRunId(event, 'rule', 0),
+      actionRunId({ seq: 41, id: 'evt_2' }, 'rule', 0),
+      actionRunId(event, 'other', 0),
+      actionRunId(event, 'rule', 1),
+      actionRunId(event, 'rule', 0, 0),
+      actionRunId(event, 'rule', 0, 1),
+    ];
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("sorts runs in the order of their events' seq, so a batch's ids append to the index", () => {
+    const seqs = [1, 9, 10, 255, 256, 70_000, 2 ** 40, 2 ** 47 + 5];
+    const ids = seqs.map((seq, i) => actionRunId({ seq, id: `evt_${seqs.length - i}` }, 'z', 9 - i));
+    expect([...ids].sort()).toEqual(ids);
+    expect(actionRunId({ seq: 0x123456789abc, id: 'evt_1' }, 'rule', 0).slice(0, 13)).toBe('12345678-9abc');
+  });
+});
