@@ -70,6 +70,22 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     await testDb.drop();
   }, 30_000);
 
+  describe('durability', () => {
+    /** How the transaction a write runs in is synced: SQLite's synchronous (1 NORMAL, 2 FULL), PostgreSQL's synchronous_commit. */
+    const syncing = (m: Parameters<Parameters<Database['write']>[0]>[0]) =>
+      kind.name === 'postgres'
+        ? queryRows<{ synchronous_commit: string }>(m, 'SHOW synchronous_commit').then(([row]) => row?.synchronous_commit)
+        : queryRows<{ synchronous: number }>(m, 'PRAGMA synchronous').then(([row]) => (row?.synchronous === 2 ? 'on' : row?.synchronous === 1 ? 'off' : String(row?.synchronous)));
+
+    it('syncs a durable write before it returns, and the bookkeeping in between with the next one', async () => {
+      expect(await db.write(syncing, { durable: true })).toBe('on');
+      expect(await db.write(syncing)).toBe('off');
+      expect(await db.write(syncing, { durable: true })).toBe('on');
+      // Outside a durable write's transaction the session is back to its default.
+      expect(await db.write(syncing)).toBe('off');
+    });
+  });
+
   describe('a COMMIT that fails', () => {
     // A deferred foreign key is checked only at COMMIT. SQLite then keeps the transaction open; PostgreSQL ends it.
     const schema = [
