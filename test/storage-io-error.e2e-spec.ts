@@ -21,6 +21,10 @@ import { waitUntil } from './support/wait.js';
 
 const PREFIX = 'Survived: ';
 const HOOK_TIMEOUT = 60_000;
+/** How late the service answers the first actions. */
+const ANSWER_DELAY_MS = 2_000;
+/** How long the engine tries to write an action's outcome while the database refuses writes (its lease less the service timeout). */
+const OUTCOME_PATIENCE_MS = 5_000;
 
 const rule = {
   id: 'survived',
@@ -49,7 +53,12 @@ const available = await canMakeIoErrors('storage: the file system fails under th
   const created = () => [...sim.state.tasks.values()].map((t) => String(t.title)).filter((t) => t.startsWith(PREFIX));
 
   it('refuses with 503 while it has failed, opens its file again once it is repaired, and loses nothing it acknowledged', async () => {
-    engine = await startEngine({ DATABASE_URL: disk.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]), LOG_LEVEL: 'info' });
+    // Runs are leased for longer than the waits below (SERVICE_TIMEOUT_MS + 5 s). The service answers the first
+    // actions late, so they are in flight when the disk fails, and the disk stays failed for longer than the engine
+    // tries to write their outcomes: a run the fault cut short must be taken again once the file is back, not when its lease runs out.
+    const env = { DATABASE_URL: disk.url, SERVICE_API_URL: sim.url, RULES_DIR: rulesDir([rule]), LOG_LEVEL: 'info', SERVICE_TIMEOUT_MS: '30000' };
+    engine = await startEngine(env);
+    sim.setFaults({ script: [{ delayMs: ANSWER_DELAY_MS, count: 40, method: 'POST', pathPrefix: '/tasks' }] });
     const acknowledged: TestEvent[] = [];
     for (let i = 0; i < 40; i++) {
       const event = aTaskEvent('task.completed');
@@ -58,6 +67,7 @@ const available = await canMakeIoErrors('storage: the file system fails under th
     }
 
     disk.fail();
+    const failedAt = Date.now();
     const refusals = await Promise.all(Array.from({ length: 5 }, () => deliver(engine!.url, aTaskEvent('task.completed'))));
     for (const answer of refusals) {
       const { error } = (await answer.json()) as { error: { code: string } };
@@ -73,6 +83,10 @@ const available = await canMakeIoErrors('storage: the file system fails under th
       body: { error: { code: 'storage_unavailable', message: expect.stringMatching(/refuses writes \((io_error|read_only)\)/) } },
     });
 
+    // The fault's length is the scenario: the service's late answers arrive during it, and the engine's patience
+    // with writing them (5 s, action-runner.ts) ends before the disk is repaired.
+    await waitUntil(() => created().length > 0, { timeoutMs: 30_000, what: 'the first late answer' });
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, failedAt + ANSWER_DELAY_MS + OUTCOME_PATIENCE_MS + 1_000 - Date.now())));
     const fsckWaitedMs = await disk.repair(); // only possible once the engine let go of its file
     const repaired = Date.now();
     const next = aTaskEvent('task.completed');

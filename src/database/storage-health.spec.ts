@@ -92,4 +92,17 @@ describe(StorageHealth.name, () => {
     health.failed(FULL);
     expect(lines.map((l) => l.level)).toEqual(['warn', 'log', 'warn']);
   });
+
+  it('counts the faults that started, not the writes that failed, so that whoever held work across one can tell', () => {
+    const { health, advance } = aTracker();
+    expect(health.faultsStarted).toBe(0);
+    health.failed(FULL);
+    health.failed(FULL);
+    expect(health.faultsStarted).toBe(1);
+    advance(1_000);
+    health.recovered();
+    expect(health.faultsStarted).toBe(1);
+    health.failed(FULL);
+    expect(health.faultsStarted).toBe(2);
+  });
 });

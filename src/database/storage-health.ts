@@ -36,6 +36,7 @@ type Log = Pick<Logger, 'warn' | 'log'>;
 export class StorageHealth {
   private outage: Outage | undefined;
   private readonly failures = new Map<StorageFaultKind, number>();
+  private started = 0;
 
   constructor(
     private readonly logger: Log = new Logger('storage'),
@@ -46,6 +47,11 @@ export class StorageHealth {
   get current(): CurrentFault | undefined {
     const outage = this.outage;
     return outage && { kind: outage.kind, error: outage.error, since: outage.since };
+  }
+
+  /** How many faults have started since the engine did: whoever holds work across one can tell that one happened. */
+  get faultsStarted(): number {
+    return this.started;
   }
 
   /** Failed writes since start, by kind (the `engine_storage_failures_total` counter). */
@@ -62,6 +68,7 @@ export class StorageHealth {
       this.outage.failedWrites++;
     } else {
       const since = this.now();
+      this.started++;
       this.outage = { kind: fault.kind, error: fault.message, since, lastFailure: since.getTime(), kinds: new Set([fault.kind]), failedWrites: 1, refusedRequests: 0 };
       this.logger.warn({
         msg: 'the database refuses writes: webhooks and admin writes are answered 503 storage_unavailable, workers pause, until a write goes through',

@@ -300,10 +300,28 @@ export class WorkQueue {
     });
   }
 
-  /** Gives back an event lease without changing anything else (shutdown). */
+  /** Gives back this process's event leases without changing anything else (shutdown, the end of a storage fault). */
   async releaseMine(): Promise<void> {
     const sql = `UPDATE events SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND status = 'received'`;
     await this.db.write((manager) => queryRows(manager, sql, [this.owner]));
+  }
+
+  /**
+   * After a storage fault: gives back the leases of this process's action runs
+   * but those it is performing now (`performing`, their ids). A run whose
+   * outcome could not be written, or whose written outcome the failed disk lost,
+   * is taken again at once instead of when its lease runs out; sent again, it
+   * keeps its Idempotency-Key. Only leases taken more than a second ago
+   * (`leaseMs`: how long they were taken for): a claim committed just now has
+   * not handed its runs to `performing` yet. Returns how many it gave back.
+   */
+  async releaseMyRuns(performing: Iterable<string>, leaseMs: number): Promise<number> {
+    const busy = [...performing];
+    const notBusy = this.db.kind === 'postgres' ? 'NOT (id = ANY(?::text[]))' : 'id NOT IN (SELECT value FROM json_each(?))';
+    const sql = `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL
+      WHERE lease_owner = ? AND status IN ('pending', 'retrying', 'running') AND lease_until < ? AND ${notBusy} RETURNING id`;
+    const params = [this.owner, isoIn(this.clock, leaseMs - 1_000), this.db.kind === 'postgres' ? busy : JSON.stringify(busy)];
+    return (await this.db.write((manager) => queryRows(manager, sql, params))).length;
   }
 
   /** How much work waits: events not yet evaluated, action runs not yet ended (the metrics' queue depths). */

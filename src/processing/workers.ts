@@ -16,8 +16,12 @@
  * per item (the database logs the fault once when it starts and once when it
  * ends) nor recorded as an attempt. The loops pause instead, longer each time up
  * to STORAGE_PAUSES_MS's last step, and once writes go through again the event
- * loop hands back the event leases it could not complete, so that work resumes
- * at once rather than when the leases run out.
+ * loop hands back the leases this process holds on work it is not doing (events
+ * it could not complete, action runs whose outcome it could not record), so
+ * that work resumes at once rather than when the leases run out. That includes
+ * work the fault took back: a failed disk may lose the bookkeeping written
+ * since its last sync, and events and runs this process had finished are then
+ * waiting again under its leases.
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
@@ -101,8 +105,12 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** Action runs being performed now. */
   private readonly slots = new Set<Promise<unknown>>();
   private readonly maxInFlight: number;
-  /** Set when a storage fault cut work short while this process held event leases; cleared once they are handed back. */
+  /** Set when a storage fault cut work short while this process held leases; cleared once they are handed back. */
   private leasesToHandBack = false;
+  /** The storage faults seen (StorageHealth.faultsStarted) when leases were last handed back. */
+  private faultsHandedBack = 0;
+  /** Ids of the action runs being performed now: their leases are not handed back. */
+  private readonly performing = new Set<string>();
   /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
   private actionClaimFull = true;
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
@@ -195,17 +203,25 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 
   /**
-   * Gives back the leases of events whose evaluation a storage fault cut short,
-   * once writes go through (no batch is in hand here: the loop is between
-   * batches). False while that is not possible yet.
+   * After a storage fault (seen by these loops or by any other write), once
+   * writes go through: gives back the leases of events whose evaluation it cut
+   * short, and of action runs not being performed now (no batch is in hand
+   * here: the loop is between batches). False while that is not possible yet.
    */
   private async handBackLeases(): Promise<boolean> {
-    if (!this.leasesToHandBack) return true;
+    const faults = this.db.health.faultsStarted;
+    if (!this.leasesToHandBack && faults === this.faultsHandedBack) return true;
     // Their leases are given back with the rest: a claim takes them again.
     this.handed.splice(0);
-    const handedBack = await this.guard('hand back event leases', async () => (await this.queue.releaseMine(), true));
-    if (handedBack) this.leasesToHandBack = false;
-    return handedBack === true;
+    const runs = await this.guard('hand back leases', async () => {
+      await this.queue.releaseMine();
+      return this.queue.releaseMyRuns(this.performing, this.runner.leaseMs);
+    });
+    if (runs === undefined) return false;
+    this.leasesToHandBack = false;
+    this.faultsHandedBack = faults;
+    if (runs > 0) this.actions.nudge();
+    return true;
   }
 
   /**
@@ -278,9 +294,10 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 
   private async performAction(claim: ClaimedActionRun, execution?: LoadedExecution): Promise<string | undefined> {
+    this.performing.add(claim.id);
     const status = await this.guard(`action run ${claim.id}`, () => this.runner.perform(claim, this.queue.owner, execution), (error) =>
       this.runner.recordCrash(claim, this.queue.owner, error),
-    );
+    ).finally(() => this.performing.delete(claim.id));
     // A run that ended may unblock the next event about the same resource.
     if (status && status !== 'running' && status !== 'retrying' && status !== 'pending') {
       this.replicas.countActionRuns(1);
