@@ -57,10 +57,7 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     // Custom plans for every execution of the hot path's prepared statements: a
     // generic plan is made once from the statistics of the moment, and those of
     // a table that grew from empty in seconds send every claim through scans.
-    // Commits do not wait for the WAL flush, as SQLite's bookkeeping does not
-    // (synchronous=NORMAL); a durable write asks for it (database.service.ts).
-    const options = '-c plan_cache_mode=force_custom_plan -c synchronous_commit=off';
-    return { ...common, type: 'postgres', url, poolSize: 10, extra: { options } };
+    return { ...common, type: 'postgres', url, poolSize: 10, extra: { options: '-c plan_cache_mode=force_custom_plan' } };
   }
   const file = url.slice('sqlite:'.length);
   if (file !== ':memory:') {

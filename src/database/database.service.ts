@@ -10,17 +10,21 @@
  * PostgreSQL has a connection pool and real isolation, so there the mutex is
  * skipped.
  *
- * Durability: a write that acknowledges something to the outside (an accepted
- * webhook) is `durable` and synced to disk before it returns (SQLite's
- * synchronous=FULL; on PostgreSQL `synchronous_commit = on` for that
- * transaction). The engine's own bookkeeping is synced in WAL order with the
- * next durable write or checkpoint (SQLite's synchronous=NORMAL; PostgreSQL's
- * sessions have `synchronous_commit = off`, and the WAL writer flushes within
- * a fraction of a second), which survives a crash of the engine but may lose its
- * last moments to a power cut or a crash of the database server. That loss is
+ * Durability on SQLite: a write that acknowledges something to the outside
+ * (an accepted webhook) is `durable` and synced to disk before it returns
+ * (synchronous=FULL); the engine's own bookkeeping is synced in WAL order with
+ * the next durable write or checkpoint (synchronous=NORMAL), which survives a
+ * crash of the process but may lose its last moments to a power cut. That loss is
  * safe: the work is simply done again, and action runs have ids derived from
  * what they are (event, rule, position), so a re-done action keeps its
  * Idempotency-Key.
+ *
+ * On PostgreSQL every commit waits for its WAL to be flushed (the server's
+ * default, synchronous_commit=on). The bookkeeping there includes the commits
+ * that lease a run before its request goes out and record the answer after;
+ * without the flush, a crash of the server (test/postgres-restart.e2e-spec.ts)
+ * lost the last of them, and the requests were sent a second time (with the
+ * same Idempotency-Key, so once in effect, but twice on the wire).
  *
  * Storage faults: a write the database refuses (full disk, read-only file, I/O
  * error, PostgreSQL unreachable or refusing writes) throws
@@ -58,16 +62,6 @@ const REOPEN_KINDS = new Set(['read_only', 'io_error']);
 const REOPEN_EVERY_MS = 1_000;
 /** Pauses between the tries of a patient write: short, as a restarted server takes writes again within about a second. */
 const PATIENT_PAUSES_MS = [100, 200, 400, 800, 1_000];
-
-/** PostgreSQL: this transaction's COMMIT waits for its WAL to be flushed (sessions do not: data-source.ts). */
-const SYNCED_COMMIT = 'SET LOCAL synchronous_commit = on';
-
-function synced<T>(work: Work<T>): Work<T> {
-  return async (manager) => {
-    await queryRows(manager, SYNCED_COMMIT);
-    return work(manager);
-  };
-}
 
 const probe: Work<unknown> = (manager) => queryRows(manager, 'UPDATE storage_probe SET written_at = ? WHERE id = 1', [new Date().toISOString()]);
 
@@ -143,7 +137,7 @@ export class Database implements OnModuleInit {
   }
 
   private attempt<T>(work: Work<T>, options: { durable?: boolean }): Promise<T> {
-    if (this.kind === 'postgres') return inTransaction(this.dataSource, options.durable ? synced(work) : work);
+    if (this.kind === 'postgres') return inTransaction(this.dataSource, work);
     return this.mutex.runExclusive(async () => {
       try {
         const wanted = options.durable ? 'FULL' : 'NORMAL';

@@ -311,16 +311,17 @@ export class WorkQueue {
    * but those it is performing now (`performing`, their ids). A run whose
    * outcome could not be written, or whose written outcome the failed disk lost,
    * is taken again at once instead of when its lease runs out; sent again, it
-   * keeps its Idempotency-Key. Only leases taken more than a second ago
-   * (`leaseMs`: how long they were taken for): a claim committed just now has
-   * not handed its runs to `performing` yet. Returns how many it gave back.
+   * keeps its Idempotency-Key. Only leases that run out before `until`: the
+   * caller's claims and commits in flight took theirs later, and may have
+   * committed them without having their runs in `performing` yet. Returns how
+   * many it gave back.
    */
-  async releaseMyRuns(performing: Iterable<string>, leaseMs: number): Promise<number> {
+  async releaseMyRuns(performing: Iterable<string>, until: string): Promise<number> {
     const busy = [...performing];
     const notBusy = this.db.kind === 'postgres' ? 'NOT (id = ANY(?::text[]))' : 'id NOT IN (SELECT value FROM json_each(?))';
     const sql = `UPDATE action_runs SET lease_owner = NULL, lease_until = NULL
       WHERE lease_owner = ? AND status IN ('pending', 'retrying', 'running') AND lease_until < ? AND ${notBusy} RETURNING id`;
-    const params = [this.owner, isoIn(this.clock, leaseMs - 1_000), this.db.kind === 'postgres' ? busy : JSON.stringify(busy)];
+    const params = [this.owner, until, this.db.kind === 'postgres' ? busy : JSON.stringify(busy)];
     return (await this.db.write((manager) => queryRows(manager, sql, params))).length;
   }
 

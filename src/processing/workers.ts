@@ -25,6 +25,7 @@
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
+import { CLOCK, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { storageFaultOf } from '../database/storage-faults.js';
@@ -111,6 +112,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private faultsHandedBack = 0;
   /** Ids of the action runs being performed now: their leases are not handed back. */
   private readonly performing = new Set<string>();
+  /**
+   * When each claim or commit that leases action runs to this process began (by the clock that stamps leases), until
+   * its runs are in `performing`: a lease it took may be committed and not yet known here, and is not handed back.
+   */
+  private readonly leasing = new Set<{ at: number }>();
   /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
   private actionClaimFull = true;
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
@@ -121,6 +127,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
+    @Inject(CLOCK) private readonly clock: Clock,
     private readonly queue: WorkQueue,
     private readonly processor: EventProcessor,
     private readonly runner: ActionRunner,
@@ -215,7 +222,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     this.handed.splice(0);
     const runs = await this.guard('hand back leases', async () => {
       await this.queue.releaseMine();
-      return this.queue.releaseMyRuns(this.performing, this.runner.leaseMs);
+      // Leases run out at `leaseMs` after they were taken: those that run out earlier were taken before any claim or commit in flight.
+      const takenBefore = Math.min(this.clock.now().getTime(), ...[...this.leasing].map((l) => l.at));
+      return this.queue.releaseMyRuns(this.performing, new Date(takenBefore + this.runner.leaseMs).toISOString());
     });
     if (runs === undefined) return false;
     this.leasesToHandBack = false;
@@ -238,8 +247,15 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       if (ready) prepared.push(ready);
     });
     // The first action runs go to this process's action loop in the same commit, as far as it has room.
-    const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
-    const created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
+    const leasing = this.leasingStarts();
+    let created: CreatedRun[] | undefined;
+    try {
+      const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
+      created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
+      for (const { run, execution, leased } of created ?? []) if (leased) this.startAction(run, execution);
+    } finally {
+      this.leasing.delete(leasing);
+    }
     // Committing each event on its own cannot help when the database takes no writes at all.
     if (created === undefined && this.leasesToHandBack) return true;
     if (created === undefined) {
@@ -248,7 +264,6 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       return true;
     }
     this.replicas.countEvents(prepared.length);
-    for (const { run, execution, leased } of created) if (leased) this.startAction(run, execution);
     if (created.some(({ leased }) => !leased)) this.actions.nudge();
     return claims.length === EVENT_BATCH || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
   }
@@ -267,9 +282,15 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     while (this.running) {
       // No more than the rate budget can start now: a run it cannot start would only be handed back (budget-wait.ts).
       const room = this.runner.room(Math.min(this.maxInFlight - this.slots.size, ACTION_BATCH));
-      const claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
+      const leasing = this.leasingStarts();
+      let claims: ClaimedActionRun[] | undefined;
+      try {
+        claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
+        for (const claim of claims ?? []) this.startAction(claim);
+      } finally {
+        this.leasing.delete(leasing);
+      }
       this.actionClaimFull = claims === undefined || claims.length >= room.free;
-      for (const claim of claims ?? []) this.startAction(claim);
       if (this.storageFailing) await this.actions.sleep(pause.next());
       else {
         pause.reset();
@@ -304,6 +325,12 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       this.events.nudge();
     }
     return status;
+  }
+
+  private leasingStarts(): { at: number } {
+    const leasing = { at: this.clock.now().getTime() };
+    this.leasing.add(leasing);
+    return leasing;
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
