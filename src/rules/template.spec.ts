@@ -5,6 +5,7 @@ import {
   renderParams,
   renderString,
   renderTemplateValue,
+  renderWithLiquidJsOnly,
   TemplateError,
   type TemplateContext,
 } from './template.js';
@@ -280,6 +281,35 @@ describe('template', () => {
           return renderTemplateValue(`${before}{{ event.data.task.points }}${after}`, makeContext()) === `${before}5${after}`;
         }),
         { numRuns: 500 },
+      );
+    });
+
+    it('renders plain variable paths without LiquidJS exactly as LiquidJS does, errors included', () => {
+      const key = fc.constantFrom('id', 'title', 'size', 'first', 'last', 'n', 'ok', 'none', 'list', 'obj', 'toString', '__proto__', 'constructor', 'a-b');
+      const leaf = fc.oneof(fc.string({ maxLength: 6 }), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.integer(), { maxLength: 3 }));
+      const data = fc.letrec((tie) => ({
+        node: fc.oneof({ depthSize: 'small' }, leaf, fc.dictionary(key, tie('node'), { maxKeys: 5 })),
+      })).node;
+      const root = fc.constantFrom('event', 'rule', 'now', 'actions', 'facts', 'item', 'index', 'other');
+      const path = fc.tuple(root, fc.array(key, { maxLength: 3 })).map(([r, keys]) => [r, ...keys].join('.'));
+      const output = fc.tuple(path, fc.constantFrom('', ' ', '  ', '\n')).map(([p, pad]) => `{{${pad}${p}${pad}}}`);
+      const text = fc.stringMatching(/^[a-z :{}%-]{0,6}$/);
+      const template = fc.array(fc.oneof(output, text), { minLength: 1, maxLength: 4 }).map((parts) => parts.join(''));
+      const outcome = (render: () => unknown) => {
+        try {
+          return { value: render() };
+        } catch (error) {
+          if (!(error instanceof TemplateError)) throw error;
+          return { error: error.message };
+        }
+      };
+      fc.assert(
+        fc.property(template, data, data, fc.option(fc.nat(3)), (source, event, facts, index) => {
+          const context = makeContext({ event, facts: facts as Record<string, unknown>, ...(index !== null && { item: event, index }) });
+          const params = { typed: source, text: ` ${source}` };
+          expect(outcome(() => renderTemplateValue(params, context))).toEqual(outcome(() => renderWithLiquidJsOnly(params, context)));
+        }),
+        { numRuns: 3000 },
       );
     });
 

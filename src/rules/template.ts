@@ -51,8 +51,8 @@ export type CompiledParams = CompiledNode;
 
 type CompiledNode =
   | { kind: 'literal'; value: unknown }
-  | { kind: 'typed'; path: string; templates: Template[] }
-  | { kind: 'text'; path: string; templates: Template[] }
+  | { kind: 'typed'; path: string; templates: Template[]; plain?: PlainTemplate }
+  | { kind: 'text'; path: string; templates: Template[]; plain?: PlainTemplate }
   | { kind: 'array'; items: CompiledNode[] }
   | { kind: 'object'; entries: Array<[string, CompiledNode]> };
 
@@ -84,6 +84,67 @@ function hasTemplate(value: string): boolean {
   return value.includes('{{') || value.includes('{%');
 }
 
+/**
+ * The common case rendered without LiquidJS: text and outputs that are each a
+ * bare variable path (`Done: {{ event.data.task.title }}`), no filters, no
+ * tags. Each part is the text between outputs, or the property path of one.
+ * Rendering looks the path up through own properties of plain objects and
+ * renders strings, finite numbers and booleans as LiquidJS does (`String`); on
+ * anything else (a missing property, an array, null, an object to render, a
+ * name outside the scope) it gives up and LiquidJS renders the template, so
+ * the answer, or the error, is always LiquidJS's (template.spec.ts compares
+ * the two).
+ */
+type PlainTemplate = Array<string | string[]>;
+
+const PLAIN_OUTPUT = /\{\{\s*([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\s*\}\}/g;
+const SCOPE_NAMES = new Set(['event', 'rule', 'now', 'actions', 'facts', 'item', 'index']);
+
+function plainTemplate(source: string): PlainTemplate | undefined {
+  const parts: PlainTemplate = [];
+  let last = 0;
+  for (const match of source.matchAll(PLAIN_OUTPUT)) {
+    const path = match[1].split('.');
+    if (!SCOPE_NAMES.has(path[0])) return undefined;
+    if (match.index > last) parts.push(source.slice(last, match.index));
+    parts.push(path);
+    last = match.index + match[0].length;
+  }
+  if (last < source.length) parts.push(source.slice(last));
+  // Anything left that LiquidJS would read as markup (a tag, an output with filters or brackets) is not plain.
+  return parts.some((part) => typeof part === 'string' && (part.includes('{{') || part.includes('{%') || part.includes('}}'))) ? undefined : parts;
+}
+
+const hasOwn = Object.prototype.hasOwnProperty;
+/** Why a plain lookup gave up: LiquidJS renders the template instead. */
+const NOT_PLAIN = Symbol('not plain');
+
+function lookUp(context: TemplateContext, path: string[]): string | number | boolean | typeof NOT_PLAIN {
+  const root = path[0];
+  if ((root === 'item' || root === 'index') && context.index === undefined) return NOT_PLAIN;
+  let value: unknown = context[root as keyof TemplateContext];
+  for (let i = 1; i < path.length; i++) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || !hasOwn.call(value, path[i])) return NOT_PLAIN;
+    value = (value as Record<string, unknown>)[path[i]];
+  }
+  if (typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return value;
+  return NOT_PLAIN;
+}
+
+function renderPlain(plain: PlainTemplate, context: TemplateContext, typed: boolean): unknown {
+  if (typed) return plain.length === 1 && typeof plain[0] !== 'string' ? lookUp(context, plain[0]) : NOT_PLAIN;
+  let text = '';
+  for (const part of plain) {
+    if (typeof part === 'string') text += part;
+    else {
+      const value = lookUp(context, part);
+      if (value === NOT_PLAIN) return NOT_PLAIN;
+      text += String(value);
+    }
+  }
+  return text;
+}
+
 function explain(error: unknown): string {
   if (error instanceof UndefinedVariableError) {
     const variable = /^undefined variable: (.*?), line:\d+, col:\d+$/.exec(error.message)?.[1];
@@ -109,10 +170,11 @@ function compileString(source: string, path: string, keepType: boolean): Compile
     throw toTemplateError(error, path);
   }
   // Any text around the output, whitespace included, parses to templates of its own.
+  const plain = plainTemplate(source);
   if (keepType && templates.length === 1 && templates[0] instanceof Output) {
-    return { kind: 'typed', path, templates };
+    return { kind: 'typed', path, templates, ...(plain && { plain }) };
   }
-  return { kind: 'text', path, templates };
+  return { kind: 'text', path, templates, ...(plain && { plain }) };
 }
 
 function childPath(path: string, key: string): string {
@@ -166,19 +228,23 @@ function renderTemplates(engine: Liquid, templates: Template[], context: Templat
   }
 }
 
-function renderNode(node: CompiledNode, context: TemplateContext): unknown {
+function renderNode(node: CompiledNode, context: TemplateContext, plainToo = true): unknown {
   switch (node.kind) {
     case 'literal':
       return node.value;
-    case 'typed':
-      return renderTemplates(typedEngine, node.templates, context, node.path);
-    case 'text':
-      return String(renderTemplates(textEngine, node.templates, context, node.path));
+    case 'typed': {
+      const value = node.plain && plainToo ? renderPlain(node.plain, context, true) : NOT_PLAIN;
+      return value !== NOT_PLAIN ? value : renderTemplates(typedEngine, node.templates, context, node.path);
+    }
+    case 'text': {
+      const value = node.plain && plainToo ? renderPlain(node.plain, context, false) : NOT_PLAIN;
+      return value !== NOT_PLAIN ? value : String(renderTemplates(textEngine, node.templates, context, node.path));
+    }
     case 'array':
-      return node.items.map((item) => renderNode(item, context));
+      return node.items.map((item) => renderNode(item, context, plainToo));
     case 'object':
       // fromEntries defines own properties, so a `__proto__` key stays a plain key.
-      return Object.fromEntries(node.entries.map(([key, item]) => [key, renderNode(item, context)]));
+      return Object.fromEntries(node.entries.map(([key, item]) => [key, renderNode(item, context, plainToo)]));
   }
 }
 
@@ -189,6 +255,11 @@ function renderNode(node: CompiledNode, context: TemplateContext): unknown {
  */
 export function renderParams(compiled: CompiledParams, context: TemplateContext): unknown {
   return renderNode(compiled, context);
+}
+
+/** Renders every template with LiquidJS, none by the plain path: what the plain path must agree with (template.spec.ts). */
+export function renderWithLiquidJsOnly(params: unknown, context: TemplateContext): unknown {
+  return renderNode(compileParams(params), context, false);
 }
 
 /** Compile and render in one go, for params used once. */
@@ -215,5 +286,5 @@ function compileCached(template: string, path: string): CompiledNode {
 /** Renders one template to a string (never typed), e.g. a throttle key. */
 export function renderString(template: string, context: TemplateContext, path = 'template'): string {
   const node = compileCached(template, path);
-  return node.kind === 'text' ? String(renderTemplates(textEngine, node.templates, context, node.path)) : template;
+  return node.kind === 'text' ? String(renderNode(node, context)) : template;
 }
