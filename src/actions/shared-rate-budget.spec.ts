@@ -1,5 +1,6 @@
 import { databasesUnderTest, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
 import { openDatabase } from '../../test/support/storage.js';
+import { waitUntil } from '../../test/support/wait.js';
 import type { Database } from '../database/database.service.js';
 import { decideGrant, SharedRateBudget, type GrantState } from './shared-rate-budget.js';
 
@@ -94,6 +95,30 @@ function mostInWindow(starts: number[], windowMs: number): number {
       expect(mostInWindow(starts, windowMs)).toBeLessThanOrEqual(10);
       // The budget frees again as grants leave the span: 4.5 s hold more than two spans' worth.
       expect(starts.length).toBeGreaterThan(20);
+    });
+  });
+
+  describe('a grant that waits for the lock', () => {
+    it('is stamped with the clock after the lock, later than the grant it waited behind', async () => {
+      const [a] = replicas({ limit: 10, windowMs: 60_000, graceMs: 200 });
+      await withPostgresClient(testDb.url, async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM rate_budget WHERE id = 1 FOR UPDATE');
+        const taking = a.take();
+        await waitUntil(
+          async () => {
+            const { rows } = await holder.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+            return rows.length > 0;
+          },
+          { what: 'the grant to wait for the lock' },
+        );
+        const { rows } = await holder.query(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8 AS now`);
+        await holder.query('COMMIT');
+        expect(await taking).toBe(0);
+        const [grant] = await grantLog(dbs[0]);
+        // Stamped before the wait, a grant could be older than one made while it waited (see the module's comment).
+        expect(grant!.granted_at).toBeGreaterThan(rows[0].now);
+      });
     });
   });
 

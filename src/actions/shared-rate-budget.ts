@@ -9,7 +9,12 @@
  * `granted_at`; slots not used by then are forfeited. A grant is made in a
  * transaction that locks the one row of `rate_budget`, reads the database's
  * clock after taking the lock, and is made only if the slots of the grants of
- * the last W + G (W: the 60 s window), plus k, stay within the limit.
+ * the last W + G (W: the 60 s window), plus k, stay within the limit. The clock
+ * is read by the statement after the lock's: PostgreSQL computes a locking
+ * SELECT's columns before it waits for the lock, so a clock read there could be
+ * older than the grant made while it waited, and the grants would not be in
+ * the order of their times (a grant behind a stale clock then counted from too
+ * early a start, after a later one had deleted what it should have counted).
  *
  * Why no 60 s window of call starts can hold more than the limit: take the
  * calls started in [t, t + W). Each used a slot of a grant g made at most G
@@ -94,20 +99,23 @@ export function decideGrant(state: GrantState, limit: number, want: number, span
 }
 
 const NOW_MS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8`;
-const LOCK = `SELECT paused_until, ${NOW_MS} AS now FROM rate_budget WHERE id = 1 FOR UPDATE`;
-const COUNTED = 'SELECT COALESCE(SUM(slots), 0) AS used, MIN(granted_at) AS oldest FROM rate_budget_grants WHERE granted_at > ?';
+const LOCK = 'SELECT paused_until FROM rate_budget WHERE id = 1 FOR UPDATE';
+/** The clock, read with the lock held, and the grants of the span before it. */
+const COUNTED = `SELECT c.now, COALESCE(SUM(g.slots), 0) AS used, MIN(g.granted_at) AS oldest
+  FROM (SELECT ${NOW_MS} AS now) c LEFT JOIN rate_budget_grants g ON g.granted_at > c.now - ?
+  GROUP BY c.now`;
 const GRANT = 'INSERT INTO rate_budget_grants (replica, granted_at, slots) VALUES (?, ?, ?)';
 const FORGET = 'DELETE FROM rate_budget_grants WHERE granted_at <= ?';
 const PAUSE = `UPDATE rate_budget SET paused_until = GREATEST(COALESCE(paused_until, 0), ${NOW_MS} + ?) WHERE id = 1`;
 
 /** One grant, in the caller's transaction. */
 export async function grantSlots(sql: Statements, replica: string, limit: number, want: number, spanMs: number): Promise<GrantDecision> {
-  const [lock] = await sql.rows<{ paused_until: number | null; now: number }>(LOCK);
+  const [lock] = await sql.rows<{ paused_until: number | null }>(LOCK);
   if (!lock) throw new Error('rate_budget has no row: the migration 1764900000000-shared-rate-budget did not run');
-  const now = Number(lock.now);
+  const [counted] = await sql.rows<{ now: number; used: number | string; oldest: number | null }>(COUNTED, [spanMs]);
+  const now = Number(counted!.now);
   const since = now - spanMs;
-  const [counted] = await sql.rows<{ used: number | string; oldest: number | null }>(COUNTED, [since]);
-  const state = { now, pausedUntil: lock.paused_until === null ? null : Number(lock.paused_until), used: Number(counted?.used ?? 0), oldest: counted?.oldest ?? null };
+  const state = { now, pausedUntil: lock.paused_until === null ? null : Number(lock.paused_until), used: Number(counted!.used), oldest: counted!.oldest };
   const decision = decideGrant(state, limit, want, spanMs);
   if (decision.slots > 0) await sql.run(GRANT, [replica, now, decision.slots]);
   await sql.run(FORGET, [since]);
