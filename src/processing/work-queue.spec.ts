@@ -97,6 +97,21 @@ describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
       expect((await db.manager.findOneByOrFail(ActionRunEntity, { id: due })).status).toBe('running');
     });
 
+    it('takes at most the limit it is asked for, whatever the limit, oldest due first', async () => {
+      await writer.write(anEvent({ eventId: 'a' }));
+      const event = await byId('a');
+      const runs: string[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        runs.push(await addRun(event, 'pending'));
+        clock.advance(1);
+      }
+      expect((await queue.claimActionRuns(2, 5_000)).map((r) => r.id).sort()).toEqual(runs.slice(0, 2).sort());
+      expect((await queue.claimActionRuns(10, 5_000)).map((r) => r.id)).toEqual([runs[2]]);
+      // The limit is written into the statement on SQLite: anything but a whole number is refused, never spliced in.
+      await expect(queue.claimActionRuns(1.5, 5_000)).rejects.toThrow(/whole number, got 1.5/);
+      await expect(queue.claimEvents(-1)).rejects.toThrow(/whole number, got -1/);
+    });
+
     it('takes a running run back when its holder’s lease has run out', async () => {
       await writer.write(anEvent({ eventId: 'a' }));
       const id = await addRun(await byId('a'), 'pending');

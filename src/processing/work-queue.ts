@@ -71,13 +71,24 @@ const HELD_FROM = `(SELECT MIN(a.created_at) FROM action_runs a
   WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
     AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent) AND a.lease_until > ?)`;
 
-const CLAIM_RUNS_SQLITE = `
+/**
+ * SQLite: the limit of a claim is written into its statement (`limit`), not bound. SQLite reads a bound LIMIT's value
+ * when it plans a statement, and prepares the statement again whenever a value is bound there, so every claim was
+ * planned afresh (the event claim: about 680 µs with its limits bound, 250 µs with them written in). Statements are
+ * kept per limit, and the limits the loops ask for are few. PostgreSQL binds them (`?`).
+ */
+function limitSql(kind: DatabaseKind, limit: number): string {
+  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`a claim's limit must be a whole number, got ${limit}`);
+  return kind === 'postgres' ? '?' : String(limit);
+}
+
+const claimRunsSqlite = (limit: string) => `
   UPDATE action_runs
   SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
   WHERE id IN (
     SELECT id FROM action_runs
     WHERE status IN ('pending', 'retrying', 'running') AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-    ORDER BY next_attempt_at LIMIT ?)
+    ORDER BY next_attempt_at LIMIT ${limit})
   RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
 
 /**
@@ -110,7 +121,8 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
 /**
  * Leases to this process the events a commit has just stored (`seqs`, as a JSON array) that it may evaluate now,
  * in that same commit: the conditions of the claim, with the causal barrier checked against each unseen resource's
- * scope. Placeholders: owner, lease until, seqs, now, now, now (runs' leases), room.
+ * scope. Placeholders: owner, lease until, seqs, now, now, now (runs' leases). No LIMIT: the caller passes only as
+ * many events as it has room for (a bound LIMIT would have SQLite plan the statement again each time, see limitSql).
  */
 function leaseFreshSql(kind: DatabaseKind): string {
   const seqs = kind === 'postgres' ? 'SELECT unnest(?::int[])' : 'SELECT value FROM json_each(?)';
@@ -122,8 +134,7 @@ function leaseFreshSql(kind: DatabaseKind): string {
     WHERE seq IN (
       SELECT e.seq FROM events e
       WHERE e.seq IN (${seqs}) AND e.status = 'received' AND ${claimFilters(kind)}
-        AND (e.seen_resource OR ${outside})
-      ORDER BY e.seq LIMIT ?)
+        AND (e.seen_resource OR ${outside}))
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
 
@@ -133,6 +144,9 @@ export class WorkQueue {
   readonly owner = randomUUID();
   private analyzedAt = 0;
   private leaseFreshSql: string | undefined;
+  /** The claims' statements, by limit (see limitSql). */
+  private readonly claimEventsTexts = new Map<number, string>();
+  private readonly claimRunsTexts = new Map<number, string>();
 
   constructor(
     private readonly db: Database,
@@ -146,13 +160,15 @@ export class WorkQueue {
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     const now = this.clock.now().toISOString();
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
-    // PostgreSQL scans before the barrier twice (seen, unseen), and the unseen scan takes the limit twice (unseen-claim.ts).
+    // PostgreSQL scans before the barrier twice (seen, unseen) and binds the limits; the unseen scan takes the limit
+    // twice (unseen-claim.ts).
     const pg = this.db.kind === 'postgres';
-    const before = pg ? [now, now, limit, now, now, limit] : [now, now, limit];
-    const unseen = pg ? [now, now, now, limit, limit] : [now, now, now, limit];
-    const params = [...lease, ...before, now, now, limit, ...unseen, now, limit];
+    const l = pg ? [limit] : [];
+    const before = pg ? [now, now, ...l, now, now, ...l] : [now, now];
+    const unseen = [now, now, now, ...l, ...l];
+    const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
     const started = performance.now();
-    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql, params));
+    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql(limit), params));
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }
@@ -170,13 +186,14 @@ export class WorkQueue {
 
   /**
    * Inside the commit that stores new events (`sql`: its statements): leases to this process, for the event loop
-   * in memory, at most `room` of them that it may evaluate at once. The others wait for a claim, as before.
+   * in memory, those it may evaluate at once among the first `room` of them. The others wait for a claim, as before.
    */
   async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<ClaimedEvent[]> {
     if (seqs.length === 0 || room <= 0) return [];
     const now = this.clock.now().toISOString();
-    const list = this.db.kind === 'postgres' ? seqs : JSON.stringify(seqs);
-    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [this.owner, isoIn(this.clock, EVENT_LEASE_MS), list, now, now, now, room]);
+    const first = seqs.length > room ? seqs.slice(0, room) : seqs;
+    const list = this.db.kind === 'postgres' ? first : JSON.stringify(first);
+    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [this.owner, isoIn(this.clock, EVENT_LEASE_MS), list, now, now, now]);
     return rows.sort((a, b) => a.seq - b.seq);
   }
 
@@ -192,13 +209,19 @@ export class WorkQueue {
    * through their partial index. Only the last walks past events that must
    * wait, and only those of scopes with a create in flight.
    */
-  private get claimEventsSql(): string {
+  private claimEventsSql(limit: number): string {
+    let text = this.claimEventsTexts.get(limit);
+    if (text === undefined) this.claimEventsTexts.set(limit, (text = this.claimEventsText(limitSql(this.db.kind, limit))));
+    return text;
+  }
+
+  private claimEventsText(limit: string): string {
     // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
     const index = (name: string) => (this.db.kind === 'sqlite' ? `INDEXED BY ${name}` : '');
     const pg = this.db.kind === 'postgres';
     const filters = claimFilters(this.db.kind);
     const claimable = (seqBound: string, using = '') => `
-      SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ?`;
+      SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ${limit}`;
     // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
     const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
     // PostgreSQL: through the two partial indexes of waiting events. Planned on young statistics, one scan of
@@ -207,9 +230,7 @@ export class WorkQueue {
       ? `SELECT seq FROM (${claimable(`e.seen_resource AND e.seq < ${barrier}`)}) before_seen
          UNION ALL SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq < ${barrier}`)}) before_unseen`
       : `SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier`;
-    const unseen = pg
-      ? unseenScopedSql(barrier, filters)
-      : claimable(`NOT e.seen_resource AND e.seq >= ${barrier} AND ${OUTSIDE_EVERY_SCOPE}`, index('idx_events_waiting_unseen'));
+    const unseen = unseenScopedSql(this.db.kind, barrier, filters, limit);
     return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
       UPDATE events SET lease_owner = ?, lease_until = ?
       WHERE seq ${this.inCandidates(`
@@ -221,7 +242,7 @@ export class WorkQueue {
                         SELECT seq FROM (${unseen}) unseen`)}
           -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
           AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
-        ORDER BY c.seq LIMIT ? ${this.skipLocked}`)}
+        ORDER BY c.seq LIMIT ${limit} ${this.skipLocked}`)}
       RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
   }
 
@@ -244,7 +265,12 @@ export class WorkQueue {
   async claimActionRuns(limit: number, leaseMs: number): Promise<ClaimedActionRun[]> {
     const now = this.clock.now().toISOString();
     const lease = [this.owner, isoIn(this.clock, leaseMs), now];
-    if (this.db.kind === 'sqlite') return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(CLAIM_RUNS_SQLITE, [...lease, now, now, limit]));
+    const written = limitSql(this.db.kind, limit);
+    if (this.db.kind === 'sqlite') {
+      let text = this.claimRunsTexts.get(limit);
+      if (text === undefined) this.claimRunsTexts.set(limit, (text = claimRunsSqlite(written)));
+      return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, [...lease, now, now]));
+    }
     const params = [...lease, ...Array<unknown>(3).fill([now, now, limit]).flat(), now, limit];
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(this.claimActionRunsSql, params));
   }
