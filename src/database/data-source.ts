@@ -26,6 +26,7 @@ import { SharedRateBudget1764900000000 } from './migrations/1764900000000-shared
 import { TimeAndSets1765000000000 } from './migrations/1765000000000-time-and-sets.js';
 import { WaitingByScope1765100000000 } from './migrations/1765100000000-waiting-by-scope.js';
 import { UnleasedEvents1765200000000 } from './migrations/1765200000000-unleased-events.js';
+import { SqliteUnseenByScope1765300000000 } from './migrations/1765300000000-sqlite-unseen-by-scope.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -43,6 +44,7 @@ export const MIGRATIONS = [
   TimeAndSets1765000000000,
   WaitingByScope1765100000000,
   UnleasedEvents1765200000000,
+  SqliteUnseenByScope1765300000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
