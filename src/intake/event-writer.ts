@@ -41,11 +41,13 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * How the commit that stores new events hands them to this process's event
  * loop (processing/workers.ts): `lease` runs inside that commit and leases the
  * events the loop may evaluate at once; `take` gets them once the commit is
- * done, and whether some new events were left for a claim.
+ * done. `complete`: the loop had room for every new event, so those not leased
+ * wait for something else (an earlier event about their resource, a create in
+ * flight) that will let them go, and no claim could take them now.
  */
 export interface FreshEventsHandOff<T> {
-  lease(sql: Statements, seqs: number[]): Promise<T[]>;
-  take(leased: T[], leftForClaim: boolean): void;
+  lease(sql: Statements, seqs: number[]): Promise<{ events: T[]; complete: boolean }>;
+  take(leased: T[], complete: boolean): void;
 }
 
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
@@ -76,7 +78,7 @@ export class EventWriter {
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
   private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased (one batch at a time: GroupCommit flushes in turn). */
-  private leased: { events: unknown[]; leftForClaim: boolean } | undefined;
+  private leased: { events: unknown[]; complete: boolean } | undefined;
 
   constructor(
     private readonly db: Database,
@@ -109,8 +111,7 @@ export class EventWriter {
     this.leased = undefined;
     const rows = await insertedRows(sql, this.db.kind, events, this.clock.now().toISOString());
     if (rows.length > 0) {
-      const leased = this.handOff ? await this.handOff.lease(sql, rows.map((r) => Number(r.seq))) : [];
-      this.leased = { events: leased, leftForClaim: leased.length < rows.length };
+      this.leased = this.handOff ? await this.handOff.lease(sql, rows.map((r) => Number(r.seq))) : { events: [], complete: false };
     }
     const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
@@ -122,7 +123,7 @@ export class EventWriter {
     const leased = this.leased;
     this.leased = undefined;
     if (leased === undefined) return;
-    this.handOff?.take(leased.events, leased.leftForClaim);
+    this.handOff?.take(leased.events, leased.complete);
     for (const listener of this.listeners) listener();
   }
 }

@@ -5,6 +5,13 @@
  * execution's next step: the next action's run, or the execution's end.
  * Outcomes of runs that finish together share one commit (group commit), in
  * plain statements (database/statements.ts): this runs for every action.
+ *
+ * An outcome may let events go: the next event about the run's resource, and
+ * events held behind a create in flight (the causal barrier). The commit that
+ * records outcomes also claims, for this process's event loop, the events it
+ * let go (`handOffTo`), as intake's commit leases the events it stores: the
+ * claim query then runs in a transaction that was being made anyway, and the
+ * event loop need not claim after every run that ends.
  */
 import { Injectable, Logger } from '@nestjs/common';
 import { touchedResource } from '../actions/action-types.js';
@@ -46,6 +53,18 @@ const SAVE_PROVENANCE = `
   ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
 
+/**
+ * How the commit that records outcomes hands the events they let go to the
+ * event loop (workers.ts): `lease` runs inside that commit and claims what the
+ * loop has room for; `take` gets them once the commit is done, with the runs
+ * whose outcomes it recorded. `complete`: the claim had room to spare, so
+ * nothing else was claimable when the commit was made.
+ */
+export interface UnblockedEventsHandOff<T> {
+  lease(sql: Statements): Promise<{ events: T[]; complete: boolean }>;
+  take(events: T[], complete: boolean, runs: string[]): void;
+}
+
 export async function loadExecution(sql: Statements, claim: Pick<ClaimedActionRun, 'id' | 'execution_id'>): Promise<LoadedExecution> {
   const [row] = await sql.rows<ExecutionRow>(LOAD_EXECUTION, [claim.execution_id]);
   if (!row) throw new Error(`execution ${claim.execution_id} of action run ${claim.id} is missing`);
@@ -61,15 +80,22 @@ export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, r
 export class ExecutionProgress {
   private readonly logger = new Logger('actions');
   private readonly outcomes: GroupCommit<Outcome, boolean>;
-
   private readonly kind: DatabaseKind;
+  private handOff: UnblockedEventsHandOff<unknown> | undefined;
+  /** What the batch being committed claimed (one batch at a time: GroupCommit flushes in turn). */
+  private unblocked: { events: unknown[]; complete: boolean; runs: string[] } | undefined;
 
   constructor(
     private readonly metrics: Metrics,
     db: Database,
   ) {
     this.kind = db.kind;
-    this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch));
+    this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch), {}, () => this.committed());
+  }
+
+  /** Claims the events that the outcomes of each commit let go, for the event loop (at most one hand-off). */
+  handOffTo<T>(handOff: UnblockedEventsHandOff<T>): void {
+    this.handOff = handOff as UnblockedEventsHandOff<unknown>;
   }
 
   /** Commits the outcome (with others that finish meanwhile); false when the lease was lost and someone else owns the run now. */
@@ -78,11 +104,24 @@ export class ExecutionProgress {
   }
 
   private async recordAll(sql: Statements, batch: Outcome[]): Promise<boolean[]> {
+    this.unblocked = undefined;
+    let recorded: boolean[];
     // PostgreSQL: a few statements for the whole batch (outcome-batch.ts); SQLite's statements run in process.
-    if (this.kind === 'postgres' && batch.length > 1) return recordOutcomes(sql, batch, this.steps);
-    const recorded: boolean[] = [];
-    for (const outcome of batch) recorded.push(await this.recordOne(sql, outcome));
+    if (this.kind === 'postgres' && batch.length > 1) recorded = await recordOutcomes(sql, batch, this.steps);
+    else {
+      recorded = [];
+      for (const outcome of batch) recorded.push(await this.recordOne(sql, outcome));
+    }
+    const runs = batch.filter((_outcome, i) => recorded[i]).map((o) => o.claim.id);
+    if (this.handOff && runs.length > 0) this.unblocked = { ...(await this.handOff.lease(sql)), runs };
     return recorded;
+  }
+
+  /** After a commit that recorded outcomes: what it claimed, to the event loop. */
+  private committed(): void {
+    const unblocked = this.unblocked;
+    this.unblocked = undefined;
+    if (unblocked) this.handOff?.take(unblocked.events, unblocked.complete, unblocked.runs);
   }
 
   private async recordOne(sql: Statements, outcome: Outcome): Promise<boolean> {

@@ -28,7 +28,7 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
   let writer: EventWriter;
   let queue: WorkQueue;
   let room: number;
-  /** What each commit handed over: the leased events' ids, and whether some were left for a claim. */
+  /** What each commit handed over: the leased events' ids, and whether some were left for a claim for want of room. */
   let taken: Array<{ ids: string[]; left: boolean }>;
   let leasedEvents: ClaimedEvent[];
 
@@ -39,9 +39,9 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
     leasedEvents = [];
     writer.handOffTo<ClaimedEvent>({
       lease: (sql, seqs) => queue.leaseFresh(sql, seqs, room),
-      take: (leased, left) => {
+      take: (leased, complete) => {
         leasedEvents.push(...leased);
-        taken.push({ ids: leased.map((e) => e.event_id), left });
+        taken.push({ ids: leased.map((e) => e.event_id), left: !complete });
       },
     });
   });
@@ -64,7 +64,7 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
   it('leaves the later of two events about one resource for a claim, in one commit or in two', async () => {
     await writeAll([anEvent('a1', 'task:1'), anEvent('a2', 'task:1'), anEvent('b1', 'task:2')]);
     await writer.write(anEvent('a3', 'task:1'));
-    expect(taken).toEqual([{ ids: ['a1', 'b1'], left: true }, { ids: [], left: true }]);
+    expect(taken).toEqual([{ ids: ['a1', 'b1'], left: false }, { ids: [], left: false }]);
     expect(await holder('a2')).toBeNull();
     // Still held by a1, leased and waiting: the claim finds nothing yet.
     expect(await queue.claimEvents(10)).toEqual([]);
@@ -82,7 +82,7 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
       }),
     );
     await writer.write(anEvent('a2', 'task:1'));
-    expect(taken.at(-1)).toEqual({ ids: [], left: true });
+    expect(taken.at(-1)).toEqual({ ids: [], left: false });
   });
 
   it('leaves a new resource in the scope of a create in flight, and hands over one outside it', async () => {

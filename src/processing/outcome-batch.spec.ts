@@ -12,9 +12,10 @@ import { ExecutionEntity } from '../database/execution.entity.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { writeUnseen } from '../../test/support/barrier.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { ExecutionProgress } from './execution-progress.js';
-import type { ClaimedActionRun } from './work.js';
+import type { ClaimedActionRun, ClaimedEvent } from './work.js';
 
 const kinds = await databasesUnderTest('outcomes recorded together');
 
@@ -82,6 +83,38 @@ describe.each(kinds)('action outcomes committed together on $name', (kind) => {
     expect(await run(stolen.id)).toMatchObject({ status: 'running', leaseOwner: 'someone else', response: null });
     expect(await core.db.manager.findOneBy(ResourceProvenanceEntity, { resourceKey: 'task:tsk_stolen' })).toBeNull();
     expect(await executionOf(stolen)).toMatchObject({ status: 'running' });
+  });
+
+  it('claims, in the commit that records them, the events the outcomes let go, and nothing when none was recorded', async () => {
+    await core.store(taskEvent('task.completed', { title: 'Four' }));
+    await core.processNext();
+    const [create, other] = (await core.queue.claimActionRuns(10, 60_000)).filter((c) => c.rule_id === 'single');
+    expect(other).toBeUndefined();
+    // Its scope, as a run that sends its create gets (dry-run here sends nothing and records none).
+    await core.db.write((m) => m.update(ActionRunEntity, { id: create!.id }, { scopeKind: 'task', scopeParent: 'project:prj_1' }));
+    core.clock.advance(1);
+    // A task created in the project while the create is in flight: it waits behind the causal barrier.
+    await writeUnseen(core.writer, 'evt_new_task', 'task:tsk_new', { project_id: 'prj_1' });
+    expect(await core.queue.claimEvents(10)).toEqual([]);
+
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const taken: Array<{ events: string[]; complete: boolean; runs: string[] }> = [];
+    progress.handOffTo<ClaimedEvent>({
+      lease: async (sql) => {
+        const events = await core.queue.claimEventsIn(sql, 10);
+        return { events, complete: events.length < 10 };
+      },
+      take: (events, complete, runs) => taken.push({ events: events.map((e) => e.event_id), complete, runs }),
+    });
+    const now = core.clock.now().toISOString();
+    await core.db.write((m) => m.update(ActionRunEntity, { id: create!.id }, { leaseOwner: 'someone else' }));
+    expect(await progress.record(create!, core.queue.owner, succeeded(create!, 'tsk_made'), now)).toBe(false);
+    expect(taken).toEqual([]);
+
+    await core.db.write((m) => m.update(ActionRunEntity, { id: create!.id }, { leaseOwner: core.queue.owner }));
+    expect(await progress.record(create!, core.queue.owner, succeeded(create!, 'tsk_made'), now)).toBe(true);
+    expect(taken).toEqual([{ events: ['evt_new_task'], complete: true, runs: [create!.id] }]);
+    expect(await core.db.manager.findOneByOrFail(EventEntity, { eventId: 'evt_new_task' })).toMatchObject({ status: 'received', leaseOwner: core.queue.owner });
   });
 
   it('ends an execution whose earlier action failed (continueOnError) as failed, counting its failures', async () => {

@@ -158,6 +158,14 @@ export class WorkQueue {
   }
 
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
+    return this.db.write((manager) => this.claimEventsIn(statementsOf(manager), limit));
+  }
+
+  /**
+   * The claim of `claimEvents`, inside a commit already open (`sql`: its statements): the commit that records the
+   * outcomes of action runs claims the events they let go, so that those need no claim of their own.
+   */
+  async claimEventsIn(sql: Statements, limit: number): Promise<ClaimedEvent[]> {
     const now = this.clock.now().toISOString();
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     // PostgreSQL scans before the barrier twice (seen, unseen) and binds the limits; the unseen scan takes the limit
@@ -168,7 +176,7 @@ export class WorkQueue {
     const unseen = [now, now, now, ...l, ...l];
     const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
     const started = performance.now();
-    const rows = await this.db.write((manager) => statementsOf(manager).rows<ClaimedEvent>(this.claimEventsSql(limit), params));
+    const rows = await sql.rows<ClaimedEvent>(this.claimEventsSql(limit), params);
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }
@@ -186,15 +194,17 @@ export class WorkQueue {
 
   /**
    * Inside the commit that stores new events (`sql`: its statements): leases to this process, for the event loop
-   * in memory, those it may evaluate at once among the first `room` of them. The others wait for a claim, as before.
+   * in memory, those it may evaluate at once among the first `room` of them. The others wait for a claim, as before;
+   * `complete` when there was room for all of them.
    */
-  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<ClaimedEvent[]> {
-    if (seqs.length === 0 || room <= 0) return [];
+  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<{ events: ClaimedEvent[]; complete: boolean }> {
+    const complete = seqs.length <= room;
+    if (seqs.length === 0 || room <= 0) return { events: [], complete };
     const now = this.clock.now().toISOString();
     const first = seqs.length > room ? seqs.slice(0, room) : seqs;
     const list = this.db.kind === 'postgres' ? first : JSON.stringify(first);
     const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [this.owner, isoIn(this.clock, EVENT_LEASE_MS), list, now, now, now]);
-    return rows.sort((a, b) => a.seq - b.seq);
+    return { events: rows.sort((a, b) => a.seq - b.seq), complete };
   }
 
   private get leaseFreshText(): string {
