@@ -37,9 +37,10 @@ const SAVE_SNAPSHOT = `
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
 /** The resource is seen now: events waiting about it no longer wait behind the causal barrier. */
 const MARK_SEEN = `UPDATE events SET seen_resource = ? WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
-// SQLite (no statistics) would walk the status index through every waiting event: name the resource's index.
+// SQLite (no statistics) would walk the status index through every waiting event: name the index of the resource's
+// waiting events (its index of all events would walk the resource's whole history).
 const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = ?
-  WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_resource_seq WHERE resource_key = ? AND status = 'received' AND NOT seen_resource)`;
+  WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_waiting_resource WHERE resource_key = ? AND status = 'received' AND NOT seen_resource)`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
 const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions

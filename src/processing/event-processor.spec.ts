@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { EventProcessor } from './event-processor.js';
 import { actionRunId } from './new-action-run.js';
@@ -91,6 +92,20 @@ describe.each(kinds)(`${EventProcessor.name} on $name`, (kind) => {
       expect(entry.conditions).toEqual([
         { fact: 'event', path: '$.data.task.title', operator: 'matches', value: '^Release', factValue: 'Draft the notes', result: false, group: 'all[0]' },
       ]);
+    });
+  });
+
+  describe('a resource seen for the first time', () => {
+    it('lets the later events about it pass a create in flight: they can no longer be that create’s doing', async () => {
+      await writeUnseen(core.writer, 'first', 'task:tsk_a', { project_id: 'prj_1' });
+      core.clock.advance(1);
+      await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:prj_1' }, 60_000);
+      core.clock.advance(1);
+      await writeUnseen(core.writer, 'second', 'task:tsk_a', { project_id: 'prj_1' });
+      await writeUnseen(core.writer, 'other', 'task:tsk_b', { project_id: 'prj_1' });
+      expect((await core.processNext()).claim.event_id).toBe('first');
+      // The create is still in flight: a new task of its project waits, the one just seen does not.
+      expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['second']);
     });
   });
 
