@@ -9,7 +9,6 @@ export type ActionRunStatus = 'pending' | 'running' | 'succeeded' | 'retrying' |
 @Entity('action_runs')
 @Index('idx_action_runs_due', ['status', 'nextAttemptAt'])
 @Index('idx_action_runs_execution', ['executionId', 'position'])
-@Index('idx_action_runs_resource', ['resourceKey', 'eventSeq'])
 export class ActionRunEntity {
   @PrimaryColumn({ type: 'varchar', length: 36 })
   id!: string;

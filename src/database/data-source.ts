@@ -27,6 +27,7 @@ import { TimeAndSets1765000000000 } from './migrations/1765000000000-time-and-se
 import { WaitingByScope1765100000000 } from './migrations/1765100000000-waiting-by-scope.js';
 import { UnleasedEvents1765200000000 } from './migrations/1765200000000-unleased-events.js';
 import { SqliteUnseenByScope1765300000000 } from './migrations/1765300000000-sqlite-unseen-by-scope.js';
+import { RunsByResource1765400000000 } from './migrations/1765400000000-runs-by-resource.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -45,6 +46,7 @@ export const MIGRATIONS = [
   WaitingByScope1765100000000,
   UnleasedEvents1765200000000,
   SqliteUnseenByScope1765300000000,
+  RunsByResource1765400000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';
