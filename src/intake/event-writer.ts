@@ -46,8 +46,14 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * flight) that will let them go, and no claim could take them now.
  */
 export interface FreshEventsHandOff<T> {
-  lease(sql: Statements, seqs: number[]): Promise<{ events: T[]; complete: boolean }>;
+  lease(sql: Statements, seqs: number[]): Promise<HandedOver<T>>;
   take(leased: T[], complete: boolean): void;
+}
+
+/** What a commit leased to the event loop; `complete`: nothing it could have leased was left for want of room. */
+export interface HandedOver<T> {
+  events: T[];
+  complete: boolean;
 }
 
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
@@ -78,7 +84,7 @@ export class EventWriter {
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
   private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased (one batch at a time: GroupCommit flushes in turn). */
-  private leased: { events: unknown[]; complete: boolean } | undefined;
+  private leased: HandedOver<unknown> | undefined;
 
   constructor(
     private readonly db: Database,

@@ -19,6 +19,7 @@ import type { AttemptOutcome } from '../actions/attempt-outcome.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
 import { GroupCommit } from '../database/group-commit.js';
+import type { HandedOver } from '../intake/event-writer.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { emitActionRunFailed } from './engine-events.js';
@@ -61,7 +62,7 @@ const SAVE_PROVENANCE = `
  * nothing else was claimable when the commit was made.
  */
 export interface UnblockedEventsHandOff<T> {
-  lease(sql: Statements): Promise<{ events: T[]; complete: boolean }>;
+  lease(sql: Statements): Promise<HandedOver<T>>;
   take(events: T[], complete: boolean, runs: string[]): void;
 }
 
@@ -83,7 +84,7 @@ export class ExecutionProgress {
   private readonly kind: DatabaseKind;
   private handOff: UnblockedEventsHandOff<unknown> | undefined;
   /** What the batch being committed claimed (one batch at a time: GroupCommit flushes in turn). */
-  private unblocked: { events: unknown[]; complete: boolean; runs: string[] } | undefined;
+  private unblocked: (HandedOver<unknown> & { runs: string[] }) | undefined;
 
   constructor(
     private readonly metrics: Metrics,

@@ -39,6 +39,7 @@ import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { statementsOf, type Statements } from '../database/statements.js';
+import type { HandedOver } from '../intake/event-writer.js';
 import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
@@ -80,6 +81,13 @@ const HELD_FROM = `(SELECT MIN(a.created_at) FROM action_runs a
 function limitSql(kind: DatabaseKind, limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`a claim's limit must be a whole number, got ${limit}`);
   return kind === 'postgres' ? '?' : String(limit);
+}
+
+/** A claim's statement for `limit`, made once. */
+function textFor(texts: Map<number, string>, limit: number, make: () => string): string {
+  let text = texts.get(limit);
+  if (text === undefined) texts.set(limit, (text = make()));
+  return text;
 }
 
 const claimRunsSqlite = (limit: string) => `
@@ -197,7 +205,7 @@ export class WorkQueue {
    * in memory, those it may evaluate at once among the first `room` of them. The others wait for a claim, as before;
    * `complete` when there was room for all of them.
    */
-  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<{ events: ClaimedEvent[]; complete: boolean }> {
+  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<HandedOver<ClaimedEvent>> {
     const complete = seqs.length <= room;
     if (seqs.length === 0 || room <= 0) return { events: [], complete };
     const now = this.clock.now().toISOString();
@@ -220,9 +228,7 @@ export class WorkQueue {
    * wait, and only those of scopes with a create in flight.
    */
   private claimEventsSql(limit: number): string {
-    let text = this.claimEventsTexts.get(limit);
-    if (text === undefined) this.claimEventsTexts.set(limit, (text = this.claimEventsText(limitSql(this.db.kind, limit))));
-    return text;
+    return textFor(this.claimEventsTexts, limit, () => this.claimEventsText(limitSql(this.db.kind, limit)));
   }
 
   private claimEventsText(limit: string): string {
@@ -277,8 +283,7 @@ export class WorkQueue {
     const lease = [this.owner, isoIn(this.clock, leaseMs), now];
     const written = limitSql(this.db.kind, limit);
     if (this.db.kind === 'sqlite') {
-      let text = this.claimRunsTexts.get(limit);
-      if (text === undefined) this.claimRunsTexts.set(limit, (text = claimRunsSqlite(written)));
+      const text = textFor(this.claimRunsTexts, limit, () => claimRunsSqlite(written));
       return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, [...lease, now, now]));
     }
     const params = [...lease, ...Array<unknown>(3).fill([now, now, limit]).flat(), now, limit];
