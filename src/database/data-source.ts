@@ -28,6 +28,7 @@ import { WaitingByScope1765100000000 } from './migrations/1765100000000-waiting-
 import { UnleasedEvents1765200000000 } from './migrations/1765200000000-unleased-events.js';
 import { SqliteUnseenByScope1765300000000 } from './migrations/1765300000000-sqlite-unseen-by-scope.js';
 import { RunsByResource1765400000000 } from './migrations/1765400000000-runs-by-resource.js';
+import { PostgresHotLeases1765500000000 } from './migrations/1765500000000-postgres-hot-leases.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -47,6 +48,7 @@ export const MIGRATIONS = [
   UnleasedEvents1765200000000,
   SqliteUnseenByScope1765300000000,
   RunsByResource1765400000000,
+  PostgresHotLeases1765500000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ActionRunEntity } from '../database/action-run.entity.js';
 import type { Database } from '../database/database.service.js';
 import { EventEntity } from '../database/event.entity.js';
+import { statementsOf } from '../database/statements.js';
 import { EventWriter, type NewEvent } from '../intake/event-writer.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase, useQueueStore } from '../../test/support/storage.js';
@@ -143,6 +144,27 @@ describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
       expect((await queue.claimActionRuns(10, 5_000)).map((r) => [r.id, r.attempts])).toEqual([[abandoned, 2]]);
     });
   });
+
+  if (kind.name === 'postgres') {
+    describe('on PostgreSQL', () => {
+      // 1765500000000-postgres-hot-leases.ts: no index reads lease_owner or lease_until there, and pages keep room
+      // (with an index on either, no lease would be heap-only).
+      it('leases events with heap-only updates, which write no index entry', async () => {
+        for (let i = 0; i < 20; i++) await writer.write(anEvent({ resourceKey: `task:tsk_${i}` }));
+        const counts = await db.write(async (m) => {
+          const sql = statementsOf(m);
+          expect(await queue.claimEventsIn(sql, 20)).toHaveLength(20);
+          const [row] = await sql.rows<{ updated: string; hot: string }>(
+            `SELECT pg_stat_get_xact_tuples_updated('events'::regclass) AS updated, pg_stat_get_xact_tuples_hot_updated('events'::regclass) AS hot`,
+          );
+          return { updated: Number(row?.updated), hot: Number(row?.hot) };
+        });
+        // All but those whose page was full to its fill factor, whose new version goes to another page.
+        expect(counts.updated).toBe(20);
+        expect(counts.hot).toBeGreaterThanOrEqual(15);
+      });
+    });
+  }
 
   describe('several claimers at once', () => {
     it('never gives the same event to two of them', async () => {
