@@ -7,6 +7,7 @@ import { databasesUnderTest, postgresUrlForTests, withPostgresClient, type TestD
 import { dataSourceOptions } from './data-source.js';
 import { Database } from './database.service.js';
 import { queryRows } from './sql.js';
+import { statementsOf } from './statements.js';
 import { QUIET_MS } from './storage-health.js';
 
 const kinds = await databasesUnderTest('database writes after a failed commit');
@@ -89,6 +90,57 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     });
   });
 
+
+  describe('a queued statement (Statements.queue)', () => {
+    const insert = 'INSERT INTO notes (body) VALUES (?)';
+
+    it('is stored with its transaction, in order with the statements around it, and seen by those after it', async () => {
+      const seen = await db.write(async (m) => {
+        const sql = statementsOf(m);
+        await sql.queue(insert, ['first, queued']);
+        await sql.run(insert, ['second, awaited']);
+        await sql.queue(insert, ['third, queued']);
+        return (await sql.rows<{ body: string }>('SELECT body FROM notes')).map((row) => row.body);
+      });
+      expect(seen).toEqual(['first, queued', 'second, awaited', 'third, queued']);
+      expect(await committedNotes(kind.name, testDb.url)).toEqual(['first, queued', 'second, awaited', 'third, queued']);
+    });
+
+    it('that fails fails its whole transaction with its own error, and the same connection takes the next write', async () => {
+      const failing = db.write(async (m) => {
+        const sql = statementsOf(m);
+        await sql.run(insert, ['awaited before it']);
+        await sql.queue(insert, [null]); // NOT NULL
+        await sql.queue(insert, ['queued after it']);
+      });
+      // Matched on its message: better-sqlite3's native code throws the SqliteError of the first test file that
+      // loaded it in this worker, which is no Error of this file's realm, so `toThrow` would not recognise it.
+      await expect(failing).rejects.toMatchObject({ message: expect.stringMatching(/NOT NULL|null value/) });
+      await expect(failing).rejects.not.toBeInstanceOf(StorageUnavailableError);
+      await db.write(note('the next write'));
+      expect(await committedNotes(kind.name, testDb.url)).toEqual(['the next write']);
+    });
+
+    if (kind.name === 'postgres') {
+      it('on PostgreSQL is sent without waiting for its answer; the commit waits for it', async () => {
+        let wentOn = false;
+        const written = db.write(async (m) => {
+          const sql = statementsOf(m);
+          await sql.queue('SELECT pg_sleep(1.5)');
+          wentOn = true;
+          await sql.queue(insert, ['after the sleep']);
+        });
+        const sleeping = () =>
+          withPostgresClient(testDb.url, async (c) =>
+            Number((await c.query<{ n: string }>(`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(1.5)' AND state = 'active'`)).rows[0]?.n),
+          );
+        while ((await sleeping()) === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(wentOn).toBe(true); // while the server still sleeps
+        await written;
+        expect(await committedNotes(kind.name, testDb.url)).toEqual(['after the sleep']);
+      });
+    }
+  });
 
   describe('a COMMIT that fails', () => {
     // A deferred foreign key is checked only at COMMIT. SQLite then keeps the transaction open; PostgreSQL ends it.

@@ -21,6 +21,13 @@ export interface Statements {
   rows<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
   /** A write without RETURNING; the number of rows it changed. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
+  /**
+   * A write whose outcome nothing reads but the commit. On PostgreSQL, in a
+   * transaction of `Database.write` (transactions.ts), it is sent at once and
+   * not waited for: it travels behind the statements before it and ahead of
+   * the COMMIT, and if it fails, so does the commit. Elsewhere it is `run`.
+   */
+  queue(sql: string, params?: readonly unknown[]): Promise<void>;
 }
 
 interface SqliteStatement {
@@ -40,6 +47,8 @@ interface PgQueryable {
 }
 
 const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
+/** PostgreSQL: the statements queued in each session's open transaction, not yet known to have succeeded. */
+const pipelines = new WeakMap<object, Array<Promise<unknown>>>();
 const pgNames = new Map<string, { name: string; text: string }>();
 
 /** better-sqlite3 binds numbers, strings, bigints, buffers and null only. */
@@ -65,6 +74,9 @@ function sqliteStatements(connection: SqliteConnection): Statements {
     async run(sql: string, params: readonly unknown[] = []) {
       return sqliteStatement(connection, sql).run(...params.map(sqliteValue)).changes;
     },
+    async queue(sql: string, params: readonly unknown[] = []) {
+      sqliteStatement(connection, sql).run(...params.map(sqliteValue));
+    },
   };
 }
 
@@ -87,7 +99,34 @@ function pgStatements(client: PgQueryable): Statements {
     async run(sql: string, params: readonly unknown[] = []) {
       return (await query(sql, params)).rowCount ?? 0;
     },
+    async queue(sql: string, params: readonly unknown[] = []) {
+      const sent = query(sql, params);
+      const pipeline = pipelines.get(client);
+      if (pipeline === undefined) {
+        await sent;
+        return;
+      }
+      sent.catch(() => undefined); // Looked at when the transaction commits (transactions.ts, at the commit).
+      pipeline.push(sent);
+    },
   };
+}
+
+/**
+ * PostgreSQL: from now until `closePipeline`, `queue` on this session sends
+ * its statements without waiting for them (`sent`: statements already sent
+ * whose failure must fail the commit too, such as the START TRANSACTION).
+ */
+export function openPipeline(session: object, sent: Array<Promise<unknown>>): void {
+  for (const statement of sent) statement.catch(() => undefined);
+  pipelines.set(session, [...sent]);
+}
+
+/** The statements queued on the session since `openPipeline`, which stops queuing. */
+export function closePipeline(session: object): Array<Promise<unknown>> {
+  const queued = pipelines.get(session) ?? [];
+  pipelines.delete(session);
+  return queued;
 }
 
 /**

@@ -35,12 +35,19 @@ export class BatchedStatements implements Statements {
     return 1;
   }
 
-  /** Writes what was gathered, one statement per table, in the order the tables were first written. */
+  queue(sql: string, params?: readonly unknown[]): Promise<void> {
+    return this.sql.queue(sql, params);
+  }
+
+  /**
+   * Writes what was gathered, one statement per table, in the order the tables were first written; queued
+   * (statements.ts `queue`): their outcome is the commit's.
+   */
   async flush(): Promise<void> {
     for (const [sql, rows] of this.buffered) {
       const { text, types, keyOf } = this.batched.get(sql)!;
       const unique = keyOf ? [...new Map(rows.map((row) => [keyOf(row), row])).values()] : rows;
-      await this.sql.run(text, types.map((_type, column) => unique.map((row) => row[column] ?? null)));
+      await this.sql.queue(text, types.map((_type, column) => unique.map((row) => row[column] ?? null)));
     }
     this.buffered.clear();
   }

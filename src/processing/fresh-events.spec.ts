@@ -38,7 +38,7 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
     taken = [];
     leasedEvents = [];
     writer.handOffTo<ClaimedEvent>({
-      lease: (sql, seqs) => queue.leaseFresh(sql, seqs, room),
+      lease: (sql, fresh) => queue.leaseFresh(sql, fresh, room),
       take: (leased, complete) => {
         leasedEvents.push(...leased);
         taken.push({ ids: leased.map((e) => e.event_id), left: !complete });
@@ -111,7 +111,7 @@ describe.each(kinds.filter((kind) => kind.name === 'sqlite'))('the probe before 
     const { db, clock, writer, queue } = store;
     // Room for the first event only.
     let room = 1;
-    writer.handOffTo<ClaimedEvent>({ lease: (sql, seqs) => queue.leaseFresh(sql, seqs, room--), take: () => undefined });
+    writer.handOffTo<ClaimedEvent>({ lease: (sql, fresh) => queue.leaseFresh(sql, fresh, room--), take: () => undefined });
     await writer.write(anEvent('handed'));
     expect(await queue.anyClaimable()).toBe(false);
     await writer.write(anEvent('later'));

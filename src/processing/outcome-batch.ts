@@ -74,7 +74,7 @@ export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: O
     if (endsWithSuccess(outcome, execution)) finished.push([execution.id, outcome.now]);
     else await steps.advance(sql, outcome, execution);
   }
-  if (finished.length > 0) await sql.run(FINISH_MANY, [finished.map(([id]) => id), finished.map(([, at]) => at)]);
+  if (finished.length > 0) await sql.queue(FINISH_MANY, [finished.map(([id]) => id), finished.map(([, at]) => at)]);
   return batch.map((o) => changed.has(o.claim.id));
 }
 
@@ -97,7 +97,7 @@ async function saveProvenances(sql: Statements, recorded: Outcome[]): Promise<vo
   }
   if (rows.size === 0) return;
   const values = [...rows.values()];
-  await sql.run(PROVENANCE_MANY, [0, 1, 2, 3, 4].map((column) => values.map((row) => row[column])));
+  await sql.queue(PROVENANCE_MANY, [0, 1, 2, 3, 4].map((column) => values.map((row) => row[column])));
 }
 
 /** A plain run (no forEach item) of its rule's last action that succeeded: its execution ends with it. */

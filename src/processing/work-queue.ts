@@ -39,7 +39,7 @@ import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { statementsOf, type Statements } from '../database/statements.js';
-import type { HandedOver } from '../intake/event-writer.js';
+import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
 import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
@@ -127,13 +127,16 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
   OR EXISTS (SELECT 1 FROM events INDEXED BY idx_events_leased WHERE lease_owner IS NOT NULL AND status = 'received' AND lease_until < ?) AS due`;
 
 /**
- * Leases to this process the events a commit has just stored (`seqs`, as a JSON array) that it may evaluate now,
- * in that same commit: the conditions of the claim, with the causal barrier checked against each unseen resource's
- * scope. Placeholders: owner, lease until, seqs, now, now, now (runs' leases). No LIMIT: the caller passes only as
- * many events as it has room for (a bound LIMIT would have SQLite plan the statement again each time, see limitSql).
+ * Leases to this process the events a commit has just stored that it may evaluate now, in that same commit: the
+ * conditions of the claim, with the causal barrier checked against each unseen resource's scope. SQLite finds them by
+ * seq (`seqs`, a JSON array); PostgreSQL by id among those received at the commit's time (`ids`, `receivedAt`), so
+ * that the statement can follow the INSERT before its answer is back, with a LIMIT (`room`). Placeholders: owner,
+ * lease until, the events (seqs; or ids and receivedAt), now, now, now (runs' leases), and on PostgreSQL room. No
+ * LIMIT on SQLite: the caller passes only as many events as it has room for (a bound LIMIT would have SQLite plan
+ * the statement again each time, see limitSql).
  */
 function leaseFreshSql(kind: DatabaseKind): string {
-  const seqs = kind === 'postgres' ? 'SELECT unnest(?::int[])' : 'SELECT value FROM json_each(?)';
+  const fresh = kind === 'postgres' ? 'e.event_id = ANY(?::varchar[]) AND e.received_at = ?' : 'e.seq IN (SELECT value FROM json_each(?))';
   // PostgreSQL: the oldest creating run in flight in the event's scope, a MIN that idx_action_runs_creating_in_flight
   // (scope_kind, created_at) answers from its start; as a NOT EXISTS, on the young statistics of a table that grew in
   // seconds, it read the whole table for every new event.
@@ -141,8 +144,8 @@ function leaseFreshSql(kind: DatabaseKind): string {
   return `UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq IN (
       SELECT e.seq FROM events e
-      WHERE e.seq IN (${seqs}) AND e.status = 'received' AND ${claimFilters(kind)}
-        AND (e.seen_resource OR ${outside}))
+      WHERE ${fresh} AND e.status = 'received' AND ${claimFilters(kind)}
+        AND (e.seen_resource OR ${outside})${kind === 'postgres' ? ' ORDER BY e.seq LIMIT ?' : ''})
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
 
@@ -202,16 +205,22 @@ export class WorkQueue {
 
   /**
    * Inside the commit that stores new events (`sql`: its statements): leases to this process, for the event loop
-   * in memory, those it may evaluate at once among the first `room` of them. The others wait for a claim, as before;
-   * `complete` when there was room for all of them.
+   * in memory, those it may evaluate at once, `room` at most. The others wait for a claim, as before; `complete`
+   * when there was room for all of them. On PostgreSQL the lease goes out at once, behind the INSERT.
    */
-  async leaseFresh(sql: Statements, seqs: number[], room: number): Promise<HandedOver<ClaimedEvent>> {
+  async leaseFresh(sql: Statements, fresh: FreshEvents, room: number): Promise<HandedOver<ClaimedEvent>> {
+    const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
+    const now = this.clock.now().toISOString();
+    if (this.db.kind === 'postgres') {
+      const leasing = room > 0 ? sql.rows<ClaimedEvent>(this.leaseFreshText, [...lease, fresh.eventIds, fresh.receivedAt, now, now, now, room]) : [];
+      const [rows, seqs] = await Promise.all([leasing, fresh.inserted]);
+      return { events: rows.sort((a, b) => a.seq - b.seq), complete: seqs.length <= room };
+    }
+    const seqs = await fresh.inserted;
     const complete = seqs.length <= room;
     if (seqs.length === 0 || room <= 0) return { events: [], complete };
-    const now = this.clock.now().toISOString();
     const first = seqs.length > room ? seqs.slice(0, room) : seqs;
-    const list = this.db.kind === 'postgres' ? first : JSON.stringify(first);
-    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [this.owner, isoIn(this.clock, EVENT_LEASE_MS), list, now, now, now]);
+    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [...lease, JSON.stringify(first), now, now, now]);
     return { events: rows.sort((a, b) => a.seq - b.seq), complete };
   }
 
