@@ -38,13 +38,15 @@ import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
 import { ExecutionProgress } from './execution-progress.js';
 import { isStep } from '../rules/rule.types.js';
+import { CLAIM_MIN, claimSize } from './claim-size.js';
 import { Replicas } from './replicas.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
-const EVENT_BATCH = 32;
+/** Events handed over by commits are taken this many at a time; claims ask for claimSize's. */
+const EVENT_BATCH = CLAIM_MIN;
 const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
 /** At most this many events handed over by intake's commits wait in memory (leased to this process) for the event loop. */
@@ -95,6 +97,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** The event loop sleeps, waiting for work. */
   private eventLoopIdle = false;
   private emptyClaimAt = 0;
+  /** How many events the event loop's next claim asks for (claimSize). */
+  private claimLimit = EVENT_BATCH;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -172,7 +176,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const pause = new Backoff();
     while (this.running) {
       const batch = (await this.handBackLeases()) ? await this.nextBatch() : undefined;
-      const more = batch && batch.events.length > 0 ? await this.track(this.processBatch(batch.events, batch.claimed)) : false;
+      const more = batch && batch.events.length > 0 ? await this.track(this.processBatch(batch.events, batch.full)) : false;
       if (this.storageFailing) await this.events.sleep(pause.next());
       else {
         pause.reset();
@@ -193,19 +197,21 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
 
   /**
    * Events handed over by the commits of intake and of outcomes first; else a
-   * claim (`claimed`), unless a probe of the waiting events says it would find
+   * claim (`full`: it took all it asked for), unless a probe of the waiting events says it would find
    * nothing (the usual case once those commits hand their events over: a
    * wake-up then costs one index probe).
    */
-  private async nextBatch(): Promise<{ events: ClaimedEvent[]; claimed: boolean } | undefined> {
+  private async nextBatch(): Promise<{ events: ClaimedEvent[]; full: boolean } | undefined> {
     const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
     if (this.handed.length === 0 && pause > 0) await this.idle(() => this.handedArrival.sleep(pause));
-    if (this.handed.length > 0) return { events: this.handed.splice(0, EVENT_BATCH), claimed: false };
+    if (this.handed.length > 0) return { events: this.handed.splice(0, EVENT_BATCH), full: false };
     const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
     if (maybe === false) return undefined;
-    const claims = await this.guard('claim events', () => this.queue.claimEvents(EVENT_BATCH));
+    const limit = this.claimLimit;
+    const claims = await this.guard('claim events', () => this.queue.claimEvents(limit));
     if (claims?.length === 0) this.emptyClaimAt = Date.now();
-    return claims && { events: claims, claimed: true };
+    if (claims) this.claimLimit = claimSize(this.db.kind, limit, claims.length);
+    return claims && { events: claims, full: claims.length === limit };
   }
 
   private get storageFailing(): boolean {
@@ -242,7 +248,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    * asked for may have left more (a batch handed over says so itself when its commit's claim was full), an event
    * that could not be committed is tried again, and one that left no run on its resource lets the next one go.
    */
-  private async processBatch(claims: ClaimedEvent[], claimed: boolean): Promise<boolean> {
+  private async processBatch(claims: ClaimedEvent[], full: boolean): Promise<boolean> {
     const prepared: PreparedEvent[] = [];
     const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims));
     await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
@@ -270,7 +276,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     }
     this.replicas.countEvents(prepared.length);
     if (created.some(({ leased }) => !leased)) this.actions.nudge();
-    return (claimed && claims.length === EVENT_BATCH) || this.handed.length > 0 || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
+    return full || this.handed.length > 0 || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
