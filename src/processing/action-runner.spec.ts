@@ -71,6 +71,31 @@ describe.each(kinds)(`${ActionRunner.name} on $name, sending to the simulator`, 
     });
   });
 
+  describe('runs claimed together', () => {
+    it('read their executions with one statement, each with its rule and event', async () => {
+      await matched(review, 'First');
+      await matched(reviewThenNotify, 'Second'); // matched by both rules, which are loaded now
+      const claims = await rig.core.queue.claimActionRuns(10, 30_000);
+      expect(claims).toHaveLength(3);
+
+      const executions = await rig.core.runner.executionsOf(claims);
+      expect(executions.size).toBe(3);
+      for (const claim of claims) {
+        expect(executions.get(claim.execution_id)).toMatchObject({
+          id: claim.execution_id, ruleId: claim.rule_id, eventSeq: claim.event_seq, eventType: 'task.completed', eventDepth: 0,
+        });
+      }
+      expect([...executions.values()].map((e) => e.rule.actions.length).sort()).toEqual([1, 1, 2]);
+    });
+
+    it('read nothing for a claim of one run: it reads its own', async () => {
+      await matched();
+      const claims = await rig.core.queue.claimActionRuns(10, 30_000);
+      expect(claims).toHaveLength(1);
+      expect((await rig.core.runner.executionsOf(claims)).size).toBe(0);
+    });
+  });
+
   describe('a rule with two actions', () => {
     it('creates the second action’s run when the first succeeds, and renders it from the first one’s response', async () => {
       const eventId = await matched(reviewThenNotify);

@@ -24,7 +24,7 @@ import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
 import { handBackForBudget } from './budget-wait.js';
-import { ExecutionProgress, loadExecution, saveProvenance } from './execution-progress.js';
+import { ExecutionProgress, loadExecution, loadExecutions, saveProvenance } from './execution-progress.js';
 import { RunRequests } from './run-request.js';
 import { StepRunner } from './step-runner.js';
 import { WorkQueue } from './work-queue.js';
@@ -71,6 +71,15 @@ export class ActionRunner {
     if (this.config.dryRun) return { free: Math.max(0, wanted), waitMs: 0 };
     const room = this.client.budget.room(wanted + this.starting);
     return { free: Math.max(0, room.free - this.starting), waitMs: room.waitMs };
+  }
+
+  /**
+   * The executions of runs claimed together, read with one statement (on PostgreSQL each read is a round trip,
+   * and a claim of 32 runs read them one by one); a run whose execution is not among them reads its own.
+   */
+  async executionsOf(claims: ClaimedActionRun[]): Promise<Map<string, LoadedExecution>> {
+    if (claims.length < 2) return new Map();
+    return loadExecutions(statementsOf(this.db.manager), this.db.kind, [...new Set(claims.map((claim) => claim.execution_id))]);
   }
 
   /**

@@ -31,8 +31,11 @@ import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 const EXECUTION_COLUMNS = 'x.id, x.event_seq, x.event_id, x.rule_id, x.rule_snapshot, x.facts, e.type AS event_type, e.depth';
 const LOAD_EXECUTION = `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ?`;
-/** PostgreSQL: the executions of a batch of outcomes at once. */
-const LOAD_EXECUTIONS = `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ANY(?::text[])`;
+/** The executions of a batch (of outcomes, of claimed runs) at once: ids as an array (PostgreSQL) or a JSON array (SQLite). */
+const LOAD_EXECUTIONS = {
+  postgres: `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id = ANY(?::text[])`,
+  sqlite: `SELECT ${EXECUTION_COLUMNS} FROM executions x JOIN events e ON e.seq = x.event_seq WHERE x.id IN (SELECT value FROM json_each(?))`,
+} as const;
 
 interface ExecutionRow {
   id: string; event_seq: number; event_id: string; rule_id: string; rule_snapshot: string; facts: string | null; event_type: string; depth: number;
@@ -73,6 +76,12 @@ export async function loadExecution(sql: Statements, claim: Pick<ClaimedActionRu
 }
 
 /** The resource an action created or changed: an event about it soon after is the engine's own doing. */
+/** Executions by id, with one statement; an id with no execution is left out. */
+export async function loadExecutions(sql: Statements, kind: DatabaseKind, ids: string[]): Promise<Map<string, LoadedExecution>> {
+  const rows = await sql.rows<ExecutionRow>(LOAD_EXECUTIONS[kind], [kind === 'postgres' ? ids : JSON.stringify(ids)]);
+  return new Map(rows.map((row) => [row.id, loadedOf(row)]));
+}
+
 export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
   if (resourceKey) await sql.run(SAVE_PROVENANCE, [resourceKey, claim.event_seq, claim.id, claim.rule_id, now]);
 }
@@ -142,7 +151,7 @@ export class ExecutionProgress {
   }
 
   private readonly steps: OutcomeSteps = {
-    load: async (sql, ids) => new Map((await sql.rows<ExecutionRow>(LOAD_EXECUTIONS, [ids])).map((row) => [row.id, loadedOf(row)])),
+    load: (sql, ids) => loadExecutions(sql, this.kind, ids),
     recorded: (outcome) => this.recorded(outcome),
     advance: (sql, outcome, execution) => this.advance(sql, outcome, execution),
   };

@@ -297,7 +297,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       let claims: ClaimedActionRun[] | undefined;
       try {
         claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
-        for (const claim of claims ?? []) this.startAction(claim);
+        const taken = claims ?? [];
+        const executions = taken.length > 1 ? await this.guard('read the executions of claimed runs', () => this.runner.executionsOf(taken)) : undefined;
+        for (const claim of taken) this.startAction(claim, executions?.get(claim.execution_id));
       } finally {
         this.leasing.delete(leasing);
       }
