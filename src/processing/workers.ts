@@ -298,7 +298,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       try {
         claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
         const taken = claims ?? [];
-        const executions = taken.length > 1 ? await this.guard('read the executions of claimed runs', () => this.runner.executionsOf(taken)) : undefined;
+        const executions = await this.guard('read the executions of claimed runs', () => this.runner.executionsOf(taken));
         for (const claim of taken) this.startAction(claim, executions?.get(claim.execution_id));
       } finally {
         this.leasing.delete(leasing);
