@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import { createApp, stopApp } from './app.js';
 import { ConfigError, type EngineConfig, loadConfig } from './config/config.js';
 import { databaseKind } from './database/data-source.js';
+import { boundHeapGrowth } from './config/heap-growth.js';
 
 function readConfig(): EngineConfig {
   try {
@@ -17,6 +18,7 @@ function readConfig(): EngineConfig {
 }
 
 async function main(): Promise<void> {
+  boundHeapGrowth();
   const config = readConfig();
   const app = await createApp(config);
   await app.listen(config.port, config.host);
