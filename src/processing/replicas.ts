@@ -56,7 +56,7 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
     @Inject(CLOCK) private readonly clock: Clock,
     private readonly db: Database,
-    queue: WorkQueue,
+    private readonly queue: WorkQueue,
     private readonly metrics: Metrics,
   ) {
     this.id = queue.owner;
@@ -107,6 +107,7 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
     for (const stale of this.watch.stale(others, now.getTime())) {
       const takeover = await takeOver(this.db, stale, now.toISOString());
       if (takeover === undefined) continue; // it beat meanwhile, or another replica took it first
+      if (takeover.actionRuns > 0) this.queue.recoverRunsNow();
       this.logger.warn({ msg: 'replica declared dead, its work taken over', ...takeover, heartbeatAt: stale.heartbeat_at });
       taken.push(takeover);
     }

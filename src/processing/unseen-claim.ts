@@ -35,10 +35,14 @@ const SCOPE = `COALESCE(scope_kind, '')`;
 const PARENT = `COALESCE(scope_parent, '')`;
 const WAITING_UNSEEN = `status = 'received' AND NOT seen_resource`;
 
-/** The oldest creating run in flight, under a live lease (`?`: now), that could create a resource of scope `s`. */
-const SCOPE_HELD_FROM = `(SELECT MIN(a.created_at) FROM action_runs a
+/**
+ * The oldest creating run in flight, under a live lease (`?`: now), that could create a resource of scope `s`: the
+ * first in created_at order (as a MIN, PostgreSQL's generic plan read all of the kind's, see work-queue.ts HELD_FROM).
+ */
+const SCOPE_HELD_FROM = `(SELECT a.created_at FROM action_runs a
   WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = s.kind
-    AND (a.scope_parent IS NULL OR s.parent = '' OR a.scope_parent = s.parent) AND a.lease_until > ?)`;
+    AND (a.scope_parent IS NULL OR s.parent = '' OR a.scope_parent = s.parent) AND a.lease_until > ?
+  ORDER BY a.created_at LIMIT 1)`;
 
 /**
  * Candidate seqs (column `seq`), oldest first, at most `limit` per

@@ -122,6 +122,17 @@ describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
       expect((await queue.claimActionRuns(1, 5_000)).map((r) => [r.id, r.attempts])).toEqual([[id, 2]]);
     });
 
+    it('looks for runs whose lease ran out once a second, not in every claim', async () => {
+      await writer.write(anEvent({ eventId: 'a' }));
+      const id = await addRun(await byId('a'), 'pending');
+      await new WorkQueue(db, clock).claimActionRuns(1, 100);
+      expect(await queue.claimActionRuns(1, 5_000)).toEqual([]); // looked: the lease is live
+      clock.advance(101);
+      expect(await queue.claimActionRuns(1, 5_000)).toEqual([]); // ran out, but looked 101 ms ago
+      clock.advance(899);
+      expect((await queue.claimActionRuns(1, 5_000)).map((r) => [r.id, r.attempts])).toEqual([[id, 2]]);
+    });
+
     it('gives back, after a storage fault, its leases on runs it is not performing, taken before a claim still in flight', async () => {
       await writer.write(anEvent({ eventId: 'a' }));
       const event = await byId('a');
