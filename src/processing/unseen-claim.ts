@@ -37,7 +37,7 @@ const WAITING_UNSEEN = `status = 'received' AND NOT seen_resource`;
 
 /**
  * The oldest creating run in flight, under a live lease (`?`: now), that could create a resource of scope `s`: the
- * first in created_at order (as a MIN, PostgreSQL's generic plan read all of the kind's, see work-queue.ts HELD_FROM).
+ * first in created_at order (as a MIN, PostgreSQL's plan read all of the kind's, see work-queue.ts HELD_FROM).
  */
 const SCOPE_HELD_FROM = `(SELECT a.created_at FROM action_runs a
   WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = s.kind

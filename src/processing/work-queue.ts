@@ -71,8 +71,8 @@ const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
     AND a.lease_until > ? AND a.created_at <= e.received_at)`;
 /**
  * When the oldest creating run in flight under a live lease (`?`: now) that could have caused event `e` was created.
- * A MIN written as the first row in created_at order: as MIN(a.created_at), PostgreSQL's generic plan read every
- * creating run in flight of the event's kind for every new event (50–90 under load) instead of the oldest.
+ * A MIN written as the first row in created_at order: as MIN(a.created_at), PostgreSQL planned on young statistics
+ * read every creating run in flight of the event's kind for every new event (50–90 under load) instead of the oldest.
  */
 const HELD_FROM = `(SELECT a.created_at FROM action_runs a
   WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
