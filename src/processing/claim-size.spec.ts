@@ -1,4 +1,4 @@
-import { CLAIM_MAX_POSTGRES, CLAIM_MIN, claimSize } from './claim-size.js';
+import { CLAIM_MAX_POSTGRES, CLAIM_MIN, claimSize, handedBatchSize } from './claim-size.js';
 
 describe(claimSize.name, () => {
   it('on PostgreSQL doubles the next claim after a full one, up to its ceiling', () => {
@@ -16,5 +16,12 @@ describe(claimSize.name, () => {
   it('on SQLite always asks for the smallest claim, full or not', () => {
     expect(claimSize('sqlite', 32, 32)).toBe(CLAIM_MIN);
     expect(claimSize('sqlite', 32, 3)).toBe(CLAIM_MIN);
+  });
+});
+
+describe(handedBatchSize.name, () => {
+  it('takes every event handed over that waits, up to the largest claim, on PostgreSQL; the smallest claim on SQLite', () => {
+    expect(handedBatchSize('postgres')).toBe(CLAIM_MAX_POSTGRES);
+    expect(handedBatchSize('sqlite')).toBe(CLAIM_MIN);
   });
 });

@@ -38,14 +38,14 @@ import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
 import { ExecutionProgress } from './execution-progress.js';
 import { isStep } from '../rules/rule.types.js';
-import { CLAIM_MIN, claimSize } from './claim-size.js';
+import { CLAIM_MIN, claimSize, handedBatchSize } from './claim-size.js';
 import { Replicas } from './replicas.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
 
 const POLL_MS = 250;
-/** Events handed over by commits are taken this many at a time; claims ask for claimSize's. */
+/** The first claim's size, and the claims made in outcome commits; events handed over are taken handedBatchSize's at a time. */
 const EVENT_BATCH = CLAIM_MIN;
 const EVENT_CONCURRENCY = 8;
 const ACTION_BATCH = 32;
@@ -204,7 +204,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private async nextBatch(): Promise<{ events: ClaimedEvent[]; full: boolean } | undefined> {
     const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
     if (this.handed.length === 0 && pause > 0) await this.idle(() => this.handedArrival.sleep(pause));
-    if (this.handed.length > 0) return { events: this.handed.splice(0, EVENT_BATCH), full: false };
+    if (this.handed.length > 0) return { events: this.handed.splice(0, handedBatchSize(this.db.kind)), full: false };
     const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
     if (maybe === false) return undefined;
     const limit = this.claimLimit;
