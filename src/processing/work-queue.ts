@@ -90,10 +90,10 @@ function limitSql(kind: DatabaseKind, limit: number): string {
   return kind === 'postgres' ? '?' : String(limit);
 }
 
-/** A claim's statement for `limit` (and variant), made once. */
-function textFor<K>(texts: Map<K, string>, limit: K, make: () => string): string {
-  let text = texts.get(limit);
-  if (text === undefined) texts.set(limit, (text = make()));
+/** A claim's statement for `key` (its limit, and which variant), made once. */
+function textFor<K>(texts: Map<K, string>, key: K, make: () => string): string {
+  let text = texts.get(key);
+  if (text === undefined) texts.set(key, (text = make()));
   return text;
 }
 
@@ -150,8 +150,8 @@ function leaseFreshSql(kind: DatabaseKind): string {
     kind === 'postgres'
       ? 'e.seq = ANY(ARRAY(SELECT f.seq FROM events f WHERE f.event_id = ANY(?::varchar[]) AND f.received_at = ?))'
       : 'e.seq IN (SELECT value FROM json_each(?))';
-  // PostgreSQL: the oldest creating run in flight in the event's scope, a MIN that idx_action_runs_creating_in_flight
-  // (scope_kind, created_at) answers from its start; as a NOT EXISTS, on the young statistics of a table that grew in
+  // PostgreSQL: the oldest creating run in flight in the event's scope (HELD_FROM), the first entry of
+  // idx_action_runs_creating_in_flight (scope_kind, created_at) that is in it; as a NOT EXISTS, on the young statistics of a table that grew in
   // seconds, it read the whole table for every new event.
   const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
   return `UPDATE events SET lease_owner = ?, lease_until = ?
