@@ -75,13 +75,13 @@ export async function loadExecution(sql: Statements, claim: Pick<ClaimedActionRu
   return loadedOf(row);
 }
 
-/** The resource an action created or changed: an event about it soon after is the engine's own doing. */
 /** Executions by id, with one statement; an id with no execution is left out. */
 export async function loadExecutions(sql: Statements, kind: DatabaseKind, ids: string[]): Promise<Map<string, LoadedExecution>> {
   const rows = await sql.rows<ExecutionRow>(LOAD_EXECUTIONS[kind], [kind === 'postgres' ? ids : JSON.stringify(ids)]);
   return new Map(rows.map((row) => [row.id, loadedOf(row)]));
 }
 
+/** The resource an action created or changed: an event about it soon after is the engine's own doing. */
 export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
   if (resourceKey) await sql.run(SAVE_PROVENANCE, [resourceKey, claim.event_seq, claim.id, claim.rule_id, now]);
 }

@@ -170,8 +170,8 @@ export class WorkQueue {
   private leaseFreshSql: string | undefined;
   /** The claims' statements, by limit (see limitSql). */
   private readonly claimEventsTexts = new Map<number, string>();
+  /** The action claim's statements, by limit (SQLite only) and whether they look for runs whose lease ran out. */
   private readonly claimRunsTexts = new Map<string, string>();
-  private readonly claimRunsPgTexts = new Map<boolean, string>();
   /** By the clock: when the action claim next looks for running runs whose lease has run out (see `recovering`). */
   private recoverRunsAt = 0;
 
@@ -313,7 +313,7 @@ export class WorkQueue {
       return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, [...lease, now, now]));
     }
     const params = [...lease, ...Array<unknown>(recover ? 3 : 2).fill([now, now, limit]).flat(), now, limit];
-    const text = textFor(this.claimRunsPgTexts, recover, () => this.claimActionRunsSql(recover));
+    const text = textFor(this.claimRunsTexts, `any ${recover}`, () => this.claimActionRunsSql(recover));
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, params));
   }
 
