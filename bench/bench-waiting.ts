@@ -13,9 +13,11 @@
  * over the second half of that, median, and its CPU); ordinary events sent at
  * a fixed rate in an open loop, matched by a rule with one action (their
  * latency from the webhook's due time to the action's arrival at the fake
- * service); peak RSS over the process's life. After the engine has stopped,
- * the benchmark times empty claims of action runs (nothing due) with the
- * engine's own WorkQueue.claimActionRuns on the same database. At the end, no
+ * service); peak RSS over the process's life. Once the engine has stopped
+ * after the second run, the benchmark times empty claims of action runs
+ * (nothing due) with the engine's own WorkQueue.claimActionRuns, in turns on
+ * the database and on a copy of it made after the first run (bench-twin.ts),
+ * so that both states are timed in the same moments. At the end, no
  * waiting execution may have been touched: every one still `waiting`, every
  * delay run `pending`, unleased, never attempted and unchanged.
  */
@@ -31,6 +33,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import { openLoop, prepareEvents, summarize, WebhookPoster, type LatencySummary } from './bench-load.js';
 import { drain, epochNow, systemLabel, type ScenarioContext } from './bench-systems.js';
 import { int, ms, ratio, seconds, table } from './bench-tables.js';
+import { twinOf } from './bench-twin.js';
 import { copyTemplate, findTemplate, settleStorage, stillWaiting, tableCounts, uncopiedTables, WAIT_RULE, waitEvent, type Template } from './bench-waiting-seed.js';
 
 export interface WaitingRun {
@@ -118,35 +121,46 @@ async function ordinaryEvents(ctx: ScenarioContext, engine: BenchEngine): Promis
   }
 }
 
-/** Empty claims, as the engine's action loop makes them, on the database as the engine left it. */
-async function timeClaims(store: Database, count: number): Promise<Pick<WaitingRun, 'claimMs' | 'claimed'>> {
-  const queue = new WorkQueue(store, systemClock);
-  const durations = new Float64Array(count);
-  let claimed = 0;
-  for (let i = -WARM_CLAIMS; i < count; i++) {
+/** Empty claims timed in turns of CLAIM_TURN on each database, so that both states are timed in the same moments. */
+const CLAIM_TURN = 50;
+
+/**
+ * Empty claims, as the engine's action loop makes them, on each of `stores` as
+ * the engine left it: `count` on each, in turns (bench-twin.ts says why), the
+ * order of the two swapped every round.
+ */
+async function timeClaims(stores: Database[], count: number): Promise<Array<Pick<WaitingRun, 'claimMs' | 'claimed'>>> {
+  const queues = stores.map((store) => new WorkQueue(store, systemClock));
+  const durations = stores.map(() => new Float64Array(count));
+  const claimed = stores.map(() => 0);
+  const claim = async (k: number, i: number) => {
     const started = performance.now();
-    claimed += (await queue.claimActionRuns(CLAIM_LIMIT, CLAIM_LEASE_MS)).length;
-    if (i >= 0) durations[i] = performance.now() - started;
+    claimed[k] += (await queues[k].claimActionRuns(CLAIM_LIMIT, CLAIM_LEASE_MS)).length;
+    if (i >= 0) durations[k][i] = performance.now() - started;
+  };
+  for (let k = 0; k < queues.length; k++) for (let i = -WARM_CLAIMS; i < 0; i++) await claim(k, i);
+  for (let from = 0, round = 0; from < count; from += CLAIM_TURN, round++) {
+    const order = queues.map((_, k) => (round % 2 === 0 ? k : queues.length - 1 - k));
+    for (const k of order) for (let i = from; i < Math.min(count, from + CLAIM_TURN); i++) await claim(k, i);
   }
-  return { claimMs: summarize(durations, count), claimed };
+  return stores.map((_, k) => ({ claimMs: summarize(durations[k], count), claimed: claimed[k] }));
 }
 
 type Starter = () => Promise<BenchEngine>;
 
-async function measureRun(ctx: ScenarioContext, start: Starter, store: Database, waiting: number): Promise<WaitingRun> {
+/** One run of a fresh engine on the database as it is; its claims are timed afterwards (timeClaims). */
+async function measureRun(ctx: ScenarioContext, start: Starter, store: Database, waiting: number): Promise<Omit<WaitingRun, 'claimMs' | 'claimed'>> {
   await settleStorage(store);
   const spawned = epochNow();
   const engine = await start();
   const readySeconds = (epochNow() - spawned) / 1000;
-  let measured;
   try {
     const still = await idle(engine, sizes(ctx.options.quick).idleS);
     const load = await ordinaryEvents(ctx, engine);
-    measured = { waiting, readySeconds, ...still, ...load, peakRssMb: engine.memory().peakRssMb };
+    return { waiting, readySeconds, ...still, ...load, peakRssMb: engine.memory().peakRssMb };
   } finally {
     await engine.stop();
   }
-  return { ...measured, ...(await timeClaims(store, sizes(ctx.options.quick).claims)) };
 }
 
 /** The engine evaluates one event against WAIT_RULE and commits its waiting execution: the template. */
@@ -185,14 +199,24 @@ async function measureOn(ctx: ScenarioContext, db: BenchDatabase, store: Databas
   const template = await makeTemplate(start, store, `${prefix}0`);
   ctx.progress(`${what}: 1 execution waiting …`);
   const empty = await measureRun(ctx, start, store, 1);
-  ctx.progress(`${what}: copying it to ${int(total)} …`);
-  const copying = performance.now();
-  await copyTemplate(store, template, prefix, total);
-  const seedSeconds = (performance.now() - copying) / 1000;
-  ctx.progress(`${what}: ${int(total)} executions waiting (copied in ${seconds(seedSeconds)}) …`);
-  const seeded = await measureRun(ctx, start, store, total);
-  const left = await stillWaiting(store, template);
-  return { system: db.name, waiting: total, seedSeconds, empty, seeded, touched: 2 * total - left.executions - left.runs, ratios: ratiosOf(empty, seeded) };
+  const twin = await twinOf(db, store, ctx.cleanup, ctx.options.postgresUrl);
+  try {
+    ctx.progress(`${what}: copying it to ${int(total)} …`);
+    const copying = performance.now();
+    await copyTemplate(store, template, prefix, total);
+    const seedSeconds = (performance.now() - copying) / 1000;
+    ctx.progress(`${what}: ${int(total)} executions waiting (copied in ${seconds(seedSeconds)}) …`);
+    const seeded = await measureRun(ctx, start, store, total);
+    ctx.progress(`${what}: empty claims, in turns on a copy of the database with 1 waiting and on the one with ${int(total)} …`);
+    await settleStorage(twin.store);
+    await settleStorage(store);
+    const [emptyClaims, seededClaims] = await timeClaims([twin.store, store], sizes(ctx.options.quick).claims);
+    const left = await stillWaiting(store, template);
+    const runs = { empty: { ...empty, ...emptyClaims }, seeded: { ...seeded, ...seededClaims } };
+    return { system: db.name, waiting: total, seedSeconds, ...runs, touched: 2 * total - left.executions - left.runs, ratios: ratiosOf(runs.empty, runs.seeded) };
+  } finally {
+    await twin.drop();
+  }
 }
 
 export function runWaiting(ctx: ScenarioContext, system: DatabaseName): Promise<WaitingFigures> {
