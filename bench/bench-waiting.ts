@@ -224,8 +224,7 @@ export function runWaiting(ctx: ScenarioContext, system: DatabaseName): Promise<
     const rulesDir = writeRules(ctx.cleanup, [BENCH_RULE, WAIT_RULE]);
     const settings = { layout: ctx.options.layout, databaseUrl: db.url, serviceUrl: ctx.fake.url, rulesDir, readyTimeoutMs: 120_000 };
     const start = () => startEngine(settings, ctx.cleanup);
-    // The engine's migrations make the schema; the benchmark's own connection comes after them.
-    await (await start()).stop();
+    // The benchmark's own connection runs the engine's migrations, which make the schema.
     const store = await openDatabase(db.url);
     const close = ctx.cleanup.add(`close the benchmark's connection to ${db.where}`, () => store.dataSource.destroy().then(() => undefined));
     try {
