@@ -137,7 +137,7 @@ export class EventCommit {
   }
 
   /** What a finished event created: its executions, their first runs, its resource's snapshot. */
-  private async record(sql: Statements, { claim, verdict, resource, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+  private async record(sql: Statements, { claim, verdict, resource, envelope, cancels, resourceKnown }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs: CreatedRun[] = [];
     if (cancels && cancels.length > 0) await cancelWaitingFor(sql, claim, cancels, now);
     if (verdict.status === 'loop_blocked') await emitLoopBlocked(sql, claim, verdict.position.depth, now);
@@ -159,7 +159,8 @@ export class EventCommit {
     }
     if (claim.resource_key && resource) {
       await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
-      await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [true, claim.resource_key]);
+      // Only the first snapshot can leave events about the resource unseen (PreparedEvent.resourceKnown).
+      if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [true, claim.resource_key]);
     }
     this.metrics.eventProcessed(claim.type, verdict.status);
     return runs;

@@ -107,6 +107,20 @@ describe.each(kinds)(`${EventProcessor.name} on $name`, (kind) => {
       // The create is still in flight: a new task of its project waits, the one just seen does not.
       expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['second']);
     });
+
+    it('leaves the events stored after its snapshot seen by themselves: they pass a create in flight with no commit marking them', async () => {
+      await writeUnseen(core.writer, 'first', 'task:tsk_a', { project_id: 'prj_1' });
+      expect((await core.processNext()).claim.event_id).toBe('first');
+      core.clock.advance(1);
+      await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:prj_1' }, 60_000);
+      core.clock.advance(1);
+      await writeUnseen(core.writer, 'second', 'task:tsk_a', { project_id: 'prj_1' });
+      await writeUnseen(core.writer, 'third', 'task:tsk_a', { project_id: 'prj_1' });
+      await writeUnseen(core.writer, 'other', 'task:tsk_b', { project_id: 'prj_1' });
+      // 'second' is about a resource with a snapshot: its commit marks nothing, and 'third' passes all the same.
+      expect((await core.processNext()).claim.event_id).toBe('second');
+      expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual(['third']);
+    });
   });
 
   describe('a throttle of one execution per minute', () => {

@@ -115,7 +115,7 @@ export class EventProcessor {
       verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
     }
     const cancels = claim.resource_key === null ? [] : this.registry.cancellersOf(claim.type);
-    return { claim, verdict, resource, envelope, ...(cancels.length > 0 ? { cancels } : {}) };
+    return { claim, verdict, resource, envelope, resourceKnown: previous !== undefined, ...(cancels.length > 0 ? { cancels } : {}) };
   }
 
   /**

@@ -63,6 +63,13 @@ export interface PreparedEvent {
   envelope?: EventEnvelope;
   /** Rules whose `options.cancelOn` this event's type matches: their waiting executions about its resource are cancelled. */
   cancels?: string[];
+  /**
+   * Its resource had a snapshot when the event was evaluated, so its commit marks no event seen: every event about
+   * the resource stored since the first snapshot was stored seen (event-writer.ts), and those stored before were
+   * marked by the commit that saved it. (On PostgreSQL an event whose intake commit overlapped that commit may stay
+   * unseen; it then waits behind a create in flight as a new resource's event does: later, never out of order.)
+   */
+  resourceKnown?: boolean;
 }
 
 export interface Verdict {
