@@ -15,10 +15,10 @@
  * figure is the ratio backlog / empty queue (1.0: claiming does not depend on
  * what waits behind).
  */
+import { openDatabase } from '../test/support/storage.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
 import type { EngineMemory } from './bench-engine.js';
 import { runPrefix, waitingEvents } from './bench-events.js';
-import { openDatabase } from '../test/support/storage.js';
 import { drain, epochNow, startSystem, type ScenarioContext } from './bench-systems.js';
 
 export interface DrainFigures {
