@@ -14,7 +14,7 @@
  * process per database, and none of this.
  */
 import { Logger } from '@nestjs/common';
-import pg from 'pg';
+import type pg from 'pg';
 import type { EntityManager } from 'typeorm';
 import { kindOf, queryRows } from './sql.js';
 
@@ -94,7 +94,9 @@ export class ChannelListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({
+    // Loaded here, not at start: on SQLite nothing listens, and pg costs every start some 25 ms.
+    const { Client } = (await import('pg')).default;
+    const client = new Client({
       connectionString: this.url,
       application_name: LISTENER_APPLICATION_NAME,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
