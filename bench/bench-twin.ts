@@ -6,8 +6,8 @@
  * waiting execution against the same claim once 100,000 are waiting. Timed one
  * after the other, a minute apart, the two medians (some 30 µs on SQLite, half
  * a millisecond on PostgreSQL) took whatever else the shared machine was doing
- * in that minute, and their ratio went from 0.7× to 1.3× between runs of the
- * same code. The copy keeps the first state at hand, so the claims can be
+ * in that minute, and their ratio went from 0.38× to 1.32× between runs of
+ * the same code. The copy keeps the first state at hand, so the claims can be
  * timed in turns, each state in the same moments as the other.
  *
  * SQLite: `VACUUM INTO` a file beside the original. PostgreSQL: a database
