@@ -1,7 +1,8 @@
 /**
  * The engine under test, started by the end-to-end tests' own helpers
- * (test/support/engine.ts). By default it runs as `node dist-bench/src/main.js`
- * (the engine compiled with the benchmark, from the same sources) in a child
+ * (test/support/engine.ts). By default it runs as `node dist-bench/bundle/main.js`
+ * (the engine compiled with the benchmark, from the same sources, and bundled
+ * as `npm start`'s is: scripts/build-engine.mjs) in a child
  * process, configured only through the environment like a deployment: on a
  * 2-core machine the engine and the load generator then each get an event loop
  * (and, mostly, a core) of their own, and the engine's RSS is its own. The
@@ -25,8 +26,8 @@ export const BENCH_SECRET = 'whsec_bench_secret_0123456789';
 const BENCH_API_KEY = 'ac_test_bench_key_0123456789';
 const BENCH_ADMIN_TOKEN = 'bench_admin_token_0123456789';
 
-/** The engine built beside the benchmark (bench/tsconfig.json compiles src/main.ts into dist-bench/src/). */
-export const ENGINE_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+/** The engine built beside the benchmark (bench/tsconfig.json compiles src/ into dist-bench/src/; bench/ensure-build.mjs bundles it). */
+export const ENGINE_MAIN = fileURLToPath(new URL('../bundle/main.js', import.meta.url));
 const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
 
 /**

@@ -32,6 +32,10 @@ if (built < Math.max(...SOURCES.map(newest))) {
     process.exit(1);
   }
 }
+// The engine as `npm start` runs it: one bundle (scripts/build-engine.mjs), built from dist-bench/src/.
+const { buildEngineBundle, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
+const [engineEntry, engineBundle] = [join(OUT, 'src', 'main.js'), join(OUT, 'bundle', 'main.js')];
+if (engineBundleNeeded(engineEntry, engineBundle)) await buildEngineBundle(engineEntry, engineBundle);
 // Copied every time: cheap, and never stale.
 for (const asset of ASSETS) {
   mkdirSync(join(OUT, dirname(asset)), { recursive: true });

@@ -1,6 +1,6 @@
 // `npm test`: type-check, lint (`npm run lint`: eslint.config.js), build (the
-// crash suite runs dist/main.js as a child process; the console's browser suite
-// loads dist-console/), then every jest suite (unit specs beside the code,
+// child-process suites run dist/bundle/main.js, what `npm start` runs; the
+// console's browser suite loads dist-console/), then every jest suite (unit specs beside the code,
 // end-to-end suites in test/, the console in Chromium when it is installed), and
 // a closing line that counts them.
 import { spawnSync } from 'node:child_process';
@@ -21,7 +21,7 @@ if (run('npm', ['run', 'lint']) !== 0) {
   console.error('lint failed: an import against the direction of the folders, an import cycle, a size limit or a typescript-eslint rule (see above)');
   process.exit(1);
 }
-if (run('npx', ['nest', 'build']) !== 0) {
+if (run('npx', ['nest', 'build']) !== 0 || run(process.execPath, ['scripts/build-engine.mjs']) !== 0) {
   console.error('build failed');
   process.exit(1);
 }

@@ -5,7 +5,7 @@
  * what it holds, closes the database and exits 0 by itself. Started again on the
  * same database, it finishes the rest, each action exactly once.
  *
- * The child-process suite sends real signals to `node dist/main.js`; the
+ * The child-process suite sends real signals to `node dist/bundle/main.js` (`npm start`'s engine); the
  * in-process one drives `stopApp` and looks at the answers while it runs.
  */
 import { existsSync } from 'node:fs';

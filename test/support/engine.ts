@@ -1,7 +1,7 @@
 /**
  * Starts the real engine for end-to-end tests: in this process (fast, and the
  * test can reach its services), or as a child process running the built
- * dist/main.js (when a test must SIGKILL it).
+ * dist/bundle/main.js, what `npm start` runs (when a test must SIGKILL it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -84,7 +84,7 @@ export interface EngineProcess {
 }
 
 export interface SpawnOptions {
-  /** The engine's entry file; `dist/main.js` (the shipped build) unless told. */
+  /** The engine's entry file; `dist/bundle/main.js` (the shipped build, what `npm start` runs) unless told. */
   script?: string;
   /** Node flags before the script (e.g. `--cpu-prof`). */
   nodeArgs?: string[];
@@ -112,10 +112,10 @@ async function untilListening(child: ChildProcess, url: string, output: string[]
   if (outcome === 'exited') throw new Error(`engine exited with ${child.exitCode ?? child.signalCode}:\n${output.join('')}`);
 }
 
-/** The built engine the child-process suites run unless told otherwise. */
-const ENGINE_MAIN = 'dist/main.js';
+/** The built engine the child-process suites run unless told otherwise: `npm start`'s (scripts/build-engine.mjs). */
+const ENGINE_MAIN = 'dist/bundle/main.js';
 
-/** Runs `node dist/main.js` (build first), or `options.script`, and resolves once it answers /health. */
+/** Runs `node dist/bundle/main.js` (build first), or `options.script`, and resolves once it answers /health. */
 export async function spawnEngine(env: Record<string, string | undefined>, port: number, options: SpawnOptions = {}): Promise<EngineProcess> {
   const script = options.script ?? ENGINE_MAIN;
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first (npm test does)`);

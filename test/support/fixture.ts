@@ -54,7 +54,7 @@ export interface Rig {
   env(rules?: Rules, env?: Env): Env;
   /** An engine in this process; stopped at tear-down unless the test stopped it. */
   start(rules?: Rules, env?: Env): Promise<RunningEngine>;
-  /** `node dist/main.js` as a child process, on a free port unless told; killed at tear-down. */
+  /** `node dist/bundle/main.js` (`npm start`'s engine) as a child process, on a free port unless told; killed at tear-down. */
   spawn(rules?: Rules, env?: Env, port?: number): Promise<EngineProcess>;
   /** An engine and a simulator of its own that sends it webhooks (needs `simulator: false`); stopped at tear-down. */
   roundTrip(rules?: Rules, env?: Env, options?: RoundTripOptions): Promise<RoundTrip>;

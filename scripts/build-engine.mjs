@@ -1,0 +1,87 @@
+// Bundles the compiled engine (dist/main.js and everything it imports, the
+// packages in node_modules included) into one ES module, dist/bundle/main.js,
+// which `npm start` runs and the child-process suites test.
+//
+// Why: Node 20 spends most of the engine's start-up loading modules, about a
+// thousand files of node_modules, each resolved, read, and (for CommonJS under
+// an ES module) scanned for its exports: some 0.9 s of a 1.6 s start. One file
+// loads in a fraction of that (README, Performance: start-up). The code is the
+// same: esbuild only joins the files tsc wrote (the decorators' metadata is
+// already emitted), keeping class and function names (Nest's logs and error
+// messages show them).
+//
+// Left outside the bundle and loaded from node_modules as before: native
+// addons (better-sqlite3 finds its .node file beside its own sources) and the
+// optional packages Nest probes for and the engine does not install.
+//
+// The bundle sits two folders down (dist/bundle/), as the compiled sources do
+// (dist/rules/…), so the paths they compute from import.meta.url (the rule
+// schema in rules/, the console in dist-console/) point at the same files.
+// Stack traces name lines of the bundle; `node --enable-source-maps
+// dist/bundle/main.js` maps them back to dist/ through main.js.map.
+import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Not bundled: native addons, and what Nest and TypeORM only load when installed (they are not). */
+const EXTERNAL = [
+  'better-sqlite3',
+  'pg-native',
+  '@nestjs/microservices',
+  '@nestjs/microservices/*',
+  '@nestjs/websockets',
+  '@nestjs/websockets/*',
+  '@nestjs/platform-fastify',
+  '@fastify/static',
+  'class-transformer',
+  'class-transformer/*',
+  'class-validator',
+];
+
+/**
+ * CommonJS code inside an ES module still asks for `require`, `__filename`
+ * and `__dirname`: give it the bundle's own.
+ */
+const PRELUDE = [
+  "import { createRequire as __engineRequire } from 'node:module';",
+  "import { fileURLToPath as __engineFilePath } from 'node:url';",
+  "import { dirname as __engineDirname } from 'node:path';",
+  'const require = __engineRequire(import.meta.url);',
+  'const __filename = __engineFilePath(import.meta.url);',
+  'const __dirname = __engineDirname(__filename);',
+].join(' ');
+
+/** `entry` (a compiled main.js) and what it imports → `outfile`, one ES module. */
+export async function buildEngineBundle(entry, outfile) {
+  const { build } = await import('esbuild');
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    keepNames: true,
+    sourcemap: 'linked',
+    legalComments: 'none',
+    logLevel: 'warning',
+    external: EXTERNAL,
+    banner: { js: PRELUDE },
+  });
+}
+
+/** True when `outfile` is missing or older than `entry` (tsc rewrites every file it compiles). */
+export function engineBundleNeeded(entry, outfile) {
+  return !existsSync(outfile) || statSync(outfile).mtimeMs < statSync(entry).mtimeMs;
+}
+
+export const ENGINE_ENTRY = join(ROOT, 'dist', 'main.js');
+export const ENGINE_BUNDLE = join(ROOT, 'dist', 'bundle', 'main.js');
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (process.argv.includes('--if-needed') && !engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) process.exit(0);
+  process.stderr.write(`bundling ${dirname(ENGINE_BUNDLE).slice(ROOT.length)}/main.js …\n`);
+  await buildEngineBundle(ENGINE_ENTRY, ENGINE_BUNDLE);
+}
