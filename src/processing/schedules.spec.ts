@@ -1,5 +1,5 @@
 import { CronJob } from 'cron';
-import { scheduledFor, scheduleEventId, upcomingTicks } from './schedules.js';
+import { dueTick, scheduledFor, scheduleEventId, upcomingTicks } from './schedules.js';
 
 /** `YYYY-MM-DD HH:mm` on the wall clock of `timeZone`. */
 function wallClock(iso: string, timeZone: string): string {
@@ -49,6 +49,24 @@ describe('schedules', () => {
         scheduleEventId('a', '2026-01-01T02:00:02.000Z'),
       ];
       expect(new Set(ids).size).toBe(3);
+    });
+  });
+
+  describe(dueTick.name, () => {
+    const planned = new Date('2026-01-01T10:00:02.000Z');
+    it.each([
+      ['on time', '2026-01-01T10:00:02.015Z', '2026-01-01T10:00:02.000Z'],
+      ['late, but before the next tick', '2026-01-01T10:00:03.990Z', '2026-01-01T10:00:02.000Z'],
+      ['stalled just past the next tick', '2026-01-01T10:00:04.015Z', '2026-01-01T10:00:04.000Z'],
+      ['stalled past several ticks', '2026-01-01T10:00:11.500Z', '2026-01-01T10:00:10.000Z'],
+    ])('is the planned tick or the latest one due: %s', (_when, now, tick) => {
+      expect(dueTick('*/2 * * * * *', undefined, planned, new Date(now)).toISOString()).toBe(tick);
+    });
+
+    it('counts ticks on the wall clock of the rule\'s time zone', () => {
+      // 02:30 daily in New York: planned for Jan 1, the engine stalled until Jan 3 09:00 local (14:00 UTC).
+      const due = dueTick('0 30 2 * * *', 'America/New_York', new Date('2026-01-01T07:30:00.000Z'), new Date('2026-01-03T14:00:00.000Z'));
+      expect(due.toISOString()).toBe('2026-01-03T07:30:00.000Z');
     });
   });
 

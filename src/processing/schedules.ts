@@ -41,6 +41,26 @@ export function upcomingTicks(cron: string, timezone: string | undefined, from: 
   return ticks;
 }
 
+/** Enough for a tick a second through a stall of hours; a longer one names the fire after a tick that old. */
+const MAX_MISSED_TICKS = 100_000;
+
+/**
+ * The tick a job that fires at `now` fires for: the one it was `planned` for,
+ * or, when the event loop stalled past the ticks after it, the latest of those
+ * (missed ticks are not caught up: a fire late by more than a period is the
+ * tick now due, not the one missed).
+ */
+export function dueTick(cron: string, timezone: string | undefined, planned: Date, now: Date): Date {
+  const time = new CronTime(cron, timezone ?? 'UTC');
+  let tick = planned;
+  for (let i = 0; i < MAX_MISSED_TICKS; i++) {
+    const next = time.getNextDateFrom(tick, timezone ?? 'UTC').toJSDate();
+    if (next.getTime() > now.getTime()) break;
+    tick = next;
+  }
+  return tick;
+}
+
 @Injectable()
 export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('schedules');
@@ -83,14 +103,17 @@ export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown 
     const { cron, timezone } = rule.definition.schedule!;
     // The tick is named after the time it was planned for, not the moment the
     // callback ran: a stalled event loop must not rename it (replicas would then
-    // disagree on the id). cron plans the following tick before calling onTick.
+    // disagree on the id), unless it stalled past the next tick too: then the
+    // fire is for the latest tick due (dueTick). cron plans the following tick
+    // before calling onTick.
     let planned: Date | undefined;
     const job: CronJob = CronJob.from({
       cronTime: cron,
       timeZone: timezone ?? 'UTC',
       start: false,
       onTick: () => {
-        const tick = planned ?? this.clock.now();
+        const now = this.clock.now();
+        const tick = planned === undefined ? now : dueTick(cron, timezone, planned, now);
         planned = job.nextDate().toJSDate();
         return this.fire(rule.id, tick);
       },
