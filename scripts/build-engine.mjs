@@ -72,9 +72,10 @@ export async function buildEngineBundle(entry, outfile) {
   });
 }
 
-/** True when `outfile` is missing or older than `entry` (tsc rewrites every file it compiles). */
+/** True when `outfile` is missing or older than `entry` (tsc rewrites every file it compiles) or than this script. */
 export function engineBundleNeeded(entry, outfile) {
-  return !existsSync(outfile) || statSync(outfile).mtimeMs < statSync(entry).mtimeMs;
+  const made = Math.max(statSync(entry).mtimeMs, statSync(fileURLToPath(import.meta.url)).mtimeMs);
+  return !existsSync(outfile) || statSync(outfile).mtimeMs < made;
 }
 
 export const ENGINE_ENTRY = join(ROOT, 'dist', 'main.js');

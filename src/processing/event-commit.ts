@@ -36,10 +36,10 @@ const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
 /** The resource is seen now: events waiting about it no longer wait behind the causal barrier. */
-const MARK_SEEN = `UPDATE events SET seen_resource = ? WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
+const MARK_SEEN = `UPDATE events SET seen_resource = TRUE WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
 // SQLite (no statistics) would walk the status index through every waiting event: name the index of the resource's
 // waiting events (its index of all events would walk the resource's whole history).
-const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = ?
+const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = TRUE
   WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_waiting_resource WHERE resource_key = ? AND status = 'received' AND NOT seen_resource)`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
 const THROTTLE_COUNT = `
@@ -52,7 +52,7 @@ const FINISH_MANY = `
   UPDATE events e SET status = t.status, depth = t.depth, self_caused = t.self_caused, error = t.error, processed_at = t.processed_at,
                       attempts = t.attempts, next_attempt_at = t.next_attempt_at, explanation = t.explanation, lease_owner = NULL, lease_until = NULL
   FROM ${unnestOf(['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq'], FINISH_MANY_TYPES)}
-  WHERE e.seq = t.seq AND e.lease_owner = ? AND e.status = 'received'
+  WHERE e.seq = t.seq AND e.lease_owner = ? AND e.status = 'received' AND e.seq = ANY(?::int[])
   RETURNING e.seq`;
 
 const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];
@@ -74,10 +74,9 @@ const BATCHED = new Map<string, Batched>([
            ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`,
   }],
   [MARK_SEEN, {
-    types: ['bool', 'text'],
-    keyOf: (params) => params[1],
-    text: `UPDATE events e SET seen_resource = t.seen FROM ${unnestOf(['seen', 'resource_key'], ['bool', 'text'])}
-           WHERE e.resource_key = t.resource_key AND e.status = 'received' AND NOT e.seen_resource`,
+    types: ['text'],
+    keyOf: (params) => params[0],
+    text: `UPDATE events SET seen_resource = TRUE WHERE resource_key = ANY(?::text[]) AND status = 'received' AND NOT seen_resource`,
   }],
 ]);
 
@@ -132,7 +131,7 @@ export class EventCommit {
   private async finishAll(sql: Statements, plans: Array<{ p: PreparedEvent; executions: NewExecution[] }>, owner: string, now: string): Promise<Set<number>> {
     const rows = plans.map(({ p, executions }) => [...finishColumns(p, executions, now), p.claim.seq]);
     const columns = FINISH_MANY_TYPES.map((_type, i) => rows.map((row) => row[i] ?? null));
-    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner]);
+    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner, columns[columns.length - 1]]);
     return new Set(finished.map((row) => Number(row.seq)));
   }
 
@@ -160,7 +159,7 @@ export class EventCommit {
     if (claim.resource_key && resource) {
       await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
       // Only the first snapshot can leave events about the resource unseen (PreparedEvent.resourceKnown).
-      if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [true, claim.resource_key]);
+      if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
     }
     this.metrics.eventProcessed(claim.type, verdict.status);
     return runs;

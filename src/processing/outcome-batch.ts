@@ -31,7 +31,7 @@ const RECORD_MANY = `
                            updated_at = t.updated_at, request = t.request, response_status = t.response_status,
                            response = t.response, error_code = t.error_code, error_message = t.error_message
   FROM ${unnestOf(RECORD_COLUMNS, RECORD_TYPES)}
-  WHERE r.id = t.id AND r.lease_owner = t.owner AND r.status = 'running'
+  WHERE r.id = t.id AND r.lease_owner = t.owner AND r.status = 'running' AND r.id = ANY(?::text[])
   RETURNING r.id`;
 
 const PROVENANCE_MANY = `
@@ -47,7 +47,7 @@ const FINISH_MANY = `
                           error = CASE WHEN f.n > 0 THEN f.n || ' action(s) failed' ELSE NULL END, resume_at = NULL
   FROM ${unnestOf(['id', 'finished_at'], ['text', 'text'])}
   CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM action_runs a WHERE a.execution_id = t.id AND a.status = 'failed') f
-  WHERE x.id = t.id AND x.status IN ('running', 'waiting')`;
+  WHERE x.id = t.id AND x.status IN ('running', 'waiting') AND x.id = ANY(?::text[])`;
 
 export interface OutcomeSteps {
   /** Executions by id, for the runs not handed over with theirs. */
@@ -74,7 +74,8 @@ export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: O
     if (endsWithSuccess(outcome, execution)) finished.push([execution.id, outcome.now]);
     else await steps.advance(sql, outcome, execution);
   }
-  if (finished.length > 0) await sql.queue(FINISH_MANY, [finished.map(([id]) => id), finished.map(([, at]) => at)]);
+  const ids = finished.map(([id]) => id);
+  if (finished.length > 0) await sql.queue(FINISH_MANY, [ids, finished.map(([, at]) => at), ids]);
   return batch.map((o) => changed.has(o.claim.id));
 }
 
@@ -83,7 +84,8 @@ async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string
     result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
     result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
   ]);
-  const changed = await sql.rows<{ id: string }>(RECORD_MANY, RECORD_TYPES.map((_type, column) => rows.map((row) => row[column])));
+  const columns = RECORD_TYPES.map((_type, column) => rows.map((row) => row[column]));
+  const changed = await sql.rows<{ id: string }>(RECORD_MANY, [...columns, batch.map(({ claim }) => claim.id)]);
   return new Set(changed.map((row) => row.id));
 }
 
