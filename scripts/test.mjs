@@ -1,8 +1,8 @@
 // `npm test`: type-check, lint (`npm run lint`: eslint.config.js), build (the
 // child-process suites run dist/bundle/main.js, what `npm start` runs; the
-// console's browser suite loads dist-console/), then every jest suite (unit specs beside the code,
-// end-to-end suites in test/, the console in Chromium when it is installed), and
-// a closing line that counts them.
+// console's browser suite loads dist-console/), then every jest suite (unit
+// specs beside the code, end-to-end suites in test/, the console in Chromium
+// when it is installed), and a closing line that counts them.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

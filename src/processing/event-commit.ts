@@ -48,6 +48,8 @@ const THROTTLE_COUNT = `
 
 /** FINISH_EVENT for a whole batch (PostgreSQL): the columns as arrays, the seqs of the events still leased to us back. */
 const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int'];
+// The seqs a second time, as `= ANY`: the planner then probes the primary key. Joined only through `t`, on the
+// statistics of a table seconds old, it ANDed a bitmap of every waiting event (idx_events_status_seq) into it.
 const FINISH_MANY = `
   UPDATE events e SET status = t.status, depth = t.depth, self_caused = t.self_caused, error = t.error, processed_at = t.processed_at,
                       attempts = t.attempts, next_attempt_at = t.next_attempt_at, explanation = t.explanation, lease_owner = NULL, lease_until = NULL
@@ -131,7 +133,8 @@ export class EventCommit {
   private async finishAll(sql: Statements, plans: Array<{ p: PreparedEvent; executions: NewExecution[] }>, owner: string, now: string): Promise<Set<number>> {
     const rows = plans.map(({ p, executions }) => [...finishColumns(p, executions, now), p.claim.seq]);
     const columns = FINISH_MANY_TYPES.map((_type, i) => rows.map((row) => row[i] ?? null));
-    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner, columns[columns.length - 1]]);
+    const seqs = plans.map(({ p }) => p.claim.seq);
+    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner, seqs]);
     return new Set(finished.map((row) => Number(row.seq)));
   }
 
