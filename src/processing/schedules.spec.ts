@@ -1,4 +1,4 @@
-import { CronJob } from 'cron';
+import { CronJob, CronTime } from 'cron';
 import { dueTick, scheduledFor, scheduleEventId, upcomingTicks } from './schedules.js';
 
 /** `YYYY-MM-DD HH:mm` on the wall clock of `timeZone`. */
@@ -60,12 +60,12 @@ describe('schedules', () => {
       ['stalled just past the next tick', '2026-01-01T10:00:04.015Z', '2026-01-01T10:00:04.000Z'],
       ['stalled past several ticks', '2026-01-01T10:00:11.500Z', '2026-01-01T10:00:10.000Z'],
     ])('is the planned tick or the latest one due: %s', (_when, now, tick) => {
-      expect(dueTick('*/2 * * * * *', undefined, planned, new Date(now)).toISOString()).toBe(tick);
+      expect(dueTick(new CronTime('*/2 * * * * *', 'UTC'), undefined, planned, new Date(now)).toISOString()).toBe(tick);
     });
 
     it('counts ticks on the wall clock of the rule\'s time zone', () => {
       // 02:30 daily in New York: planned for Jan 1, the engine stalled until Jan 3 09:00 local (14:00 UTC).
-      const due = dueTick('0 30 2 * * *', 'America/New_York', new Date('2026-01-01T07:30:00.000Z'), new Date('2026-01-03T14:00:00.000Z'));
+      const due = dueTick(new CronTime('0 30 2 * * *', 'America/New_York'), 'America/New_York', new Date('2026-01-01T07:30:00.000Z'), new Date('2026-01-03T14:00:00.000Z'));
       expect(due.toISOString()).toBe('2026-01-03T07:30:00.000Z');
     });
   });

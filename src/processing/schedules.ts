@@ -50,8 +50,7 @@ const MAX_MISSED_TICKS = 100_000;
  * (missed ticks are not caught up: a fire late by more than a period is the
  * tick now due, not the one missed).
  */
-export function dueTick(cron: string, timezone: string | undefined, planned: Date, now: Date): Date {
-  const time = new CronTime(cron, timezone ?? 'UTC');
+export function dueTick(time: CronTime, timezone: string | undefined, planned: Date, now: Date): Date {
   let tick = planned;
   for (let i = 0; i < MAX_MISSED_TICKS; i++) {
     const next = time.getNextDateFrom(tick, timezone ?? 'UTC').toJSDate();
@@ -113,7 +112,7 @@ export class Schedules implements OnApplicationBootstrap, OnApplicationShutdown 
       start: false,
       onTick: () => {
         const now = this.clock.now();
-        const tick = planned === undefined ? now : dueTick(cron, timezone, planned, now);
+        const tick = planned === undefined ? now : dueTick(job.cronTime, timezone, planned, now);
         planned = job.nextDate().toJSDate();
         return this.fire(rule.id, tick);
       },
