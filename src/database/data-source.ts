@@ -63,7 +63,11 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     // Custom plans for every execution of the hot path's prepared statements: a
     // generic plan is made once from the statistics of the moment, and those of
     // a table that grew from empty in seconds send every claim through scans.
-    return { ...common, type: 'postgres', url, poolSize: 10, extra: { options: '-c plan_cache_mode=force_custom_plan' } };
+    // Pipelined sessions: a transaction's queued statements (statements.ts
+    // `queue`) go out without waiting for the answers before them, which pg 8
+    // deprecates (with a warning on stderr) and pg 9 refuses outside pipeline mode.
+    const extra = { options: '-c plan_cache_mode=force_custom_plan', pipeline: true };
+    return { ...common, type: 'postgres', url, poolSize: 10, extra };
   }
   const file = url.slice('sqlite:'.length);
   if (file !== ':memory:') {

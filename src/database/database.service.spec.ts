@@ -139,6 +139,26 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
         await written;
         expect(await committedNotes(kind.name, testDb.url)).toEqual(['after the sleep']);
       });
+
+      it('on PostgreSQL goes out on a pipelined session, which pg has no deprecation warning for', async () => {
+        const warnings: string[] = [];
+        const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+        process.on('warning', onWarning);
+        try {
+          const pipelined = await db.write(async (m) => {
+            const sql = statementsOf(m);
+            await sql.queue(insert, ['queued']);
+            await sql.queue(insert, ['queued behind it']);
+            await sql.run(insert, ['awaited']);
+            return (m.queryRunner as unknown as { databaseConnection: { pipeline?: boolean } }).databaseConnection.pipeline;
+          });
+          await new Promise((resolve) => setImmediate(resolve)); // process warnings are emitted on the next tick
+          expect(pipelined).toBe(true);
+          expect(warnings.filter((warning) => warning.startsWith('DeprecationWarning'))).toEqual([]);
+        } finally {
+          process.off('warning', onWarning);
+        }
+      });
     }
   });
 

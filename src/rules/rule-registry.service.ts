@@ -229,6 +229,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
     // Taken before reading, so a change made meanwhile is seen at the next look.
     if (this.db.kind === 'postgres') this.lastFingerprint = await this.fingerprint();
     const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === undefined) throw error; // not the folder's: e.g. the rule schema (rule-schema.ts)
       throw new Error(`RULES_DIR ${this.config.rulesDir} cannot be read: ${error.code === 'ENOENT' ? 'no such folder' : error.message}`);
     });
     const [states, apiRows] = await Promise.all([this.states.find(), this.apiRuleRows.find()]);

@@ -1,4 +1,4 @@
-import { jsonPath, ruleSchemaProblems, schemaProblems } from './rule-schema.js';
+import { jsonPath, readRuleSchema, RULE_SCHEMA_PATH, ruleSchemaProblems, schemaProblems } from './rule-schema.js';
 
 const FILE = 'rules/example.json';
 
@@ -202,6 +202,24 @@ describe(ruleSchemaProblems.name, () => {
 
   it('rejects an array where one rule is expected', () => {
     expect(ruleSchemaProblems([aRule()], FILE).map((problem) => problem.message)).toEqual(['must be object']);
+  });
+});
+
+describe(readRuleSchema.name, () => {
+  it('reads the schema the rule files name', () => {
+    expect(readRuleSchema(RULE_SCHEMA_PATH)).toMatchObject({ definitions: { rule: expect.any(Object) } });
+  });
+
+  it('says that a missing schema is an incomplete installation, with no code a caller would take for its own path', () => {
+    const missing = `${RULE_SCHEMA_PATH}.missing`;
+    let thrown: (Error & { code?: string }) | undefined;
+    try {
+      readRuleSchema(missing);
+    } catch (error) {
+      thrown = error as Error & { code?: string };
+    }
+    expect(thrown?.message).toBe(`the rule schema ${missing} cannot be read (ENOENT: no such file or directory, open '${missing}'): the engine's installation is incomplete`);
+    expect(thrown?.code).toBeUndefined();
   });
 });
 

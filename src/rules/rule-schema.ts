@@ -20,8 +20,21 @@ interface Validators {
 
 let validators: Validators | undefined;
 
+/**
+ * The schema's JSON. Its absence is an incomplete installation, not a missing
+ * rule file or RULES_DIR, and is said so (the error carries no `code`, which
+ * callers read as about the path they were given).
+ */
+export function readRuleSchema(path = RULE_SCHEMA_PATH): object {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as object;
+  } catch (error) {
+    throw new Error(`the rule schema ${path} cannot be read (${(error as Error).message}): the engine's installation is incomplete`);
+  }
+}
+
 function compileValidators(): Validators {
-  const schema = JSON.parse(readFileSync(RULE_SCHEMA_PATH, 'utf8')) as object;
+  const schema = readRuleSchema();
   // verbose: errors carry their schema, used to suggest property names.
   const ajv = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true });
   ajv.addKeyword('enumDescriptions'); // VS Code annotation, no validation
