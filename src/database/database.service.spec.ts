@@ -140,6 +140,31 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
         expect(await committedNotes(kind.name, testDb.url)).toEqual(['after the sleep']);
       });
 
+      it('on PostgreSQL leaves with the statements sent in the same tick, in one write to the socket', async () => {
+        const stored = await db.write(async (m) => {
+          const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;
+          const stream = session.connection.stream as { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
+          let writes = 0;
+          const write = stream._write;
+          const writev = stream._writev;
+          stream._write = (...args: unknown[]) => (writes++, write.apply(stream, args));
+          stream._writev = (...args: unknown[]) => (writes++, writev.apply(stream, args));
+          try {
+            const sql = statementsOf(m);
+            const queued = [sql.queue(insert, ['one']), sql.queue(insert, ['two']), sql.queue(insert, ['three'])];
+            const counted = sql.rows<{ n: string }>('SELECT COUNT(*) AS n FROM notes');
+            await Promise.all(queued);
+            const [{ n }] = await counted;
+            return { writes, n: Number(n) };
+          } finally {
+            stream._write = write;
+            stream._writev = writev;
+          }
+        });
+        expect(stored).toEqual({ writes: 1, n: 3 });
+        expect(await committedNotes(kind.name, testDb.url)).toEqual(['one', 'three', 'two']);
+      });
+
       it('on PostgreSQL goes out on a pipelined session, which pg has no deprecation warning for', async () => {
         const warnings: string[] = [];
         const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);

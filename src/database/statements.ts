@@ -89,9 +89,34 @@ function pgStatement(sql: string): { name: string; text: string } {
   return named;
 }
 
+/** Sockets corked until the end of this tick (see `corkThisTick`). */
+const corked = new WeakSet<object>();
+
+/**
+ * PostgreSQL: holds back what is written to a session's socket until the end
+ * of this tick (the nextTick after the promise jobs the tick runs), so the
+ * statements a transaction sends in one go (START TRANSACTION and its first
+ * statement; the queued ones and the COMMIT) leave in one write and wake the
+ * server's backend once, instead of one write per statement. On one small
+ * machine each write and wake-up takes CPU from both. A pool (no socket of its
+ * own) is left alone.
+ */
+export function corkThisTick(session: object): void {
+  const stream = (session as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  if (!stream?.cork || !stream.uncork || corked.has(stream)) return;
+  corked.add(stream);
+  stream.cork();
+  process.nextTick(() => {
+    corked.delete(stream);
+    stream.uncork!();
+  });
+}
+
 function pgStatements(client: PgQueryable): Statements {
-  const query = (sql: string, params: readonly unknown[]) =>
-    client.query({ ...pgStatement(sql), values: params.map((value) => (value === undefined ? null : value)) });
+  const query = (sql: string, params: readonly unknown[]) => {
+    corkThisTick(client);
+    return client.query({ ...pgStatement(sql), values: params.map((value) => (value === undefined ? null : value)) });
+  };
   return {
     async rows<T>(sql: string, params: readonly unknown[] = []) {
       return (await query(sql, params)).rows as T[];

@@ -19,7 +19,7 @@
  */
 import { existsSync } from 'node:fs';
 import { QueryRunnerAlreadyReleasedError, type DataSource, type EntityManager, type QueryRunner } from 'typeorm';
-import { closePipeline, openPipeline } from './statements.js';
+import { closePipeline, corkThisTick, openPipeline } from './statements.js';
 import { storageFaultOf } from './storage-faults.js';
 
 /** better-sqlite3's connection, as much of it as is used here. */
@@ -90,6 +90,7 @@ async function beginPipelined(runner: QueryRunner): Promise<void> {
   await runner.connect();
   const internals = runner as unknown as PostgresRunnerInternals;
   const session = internals.databaseConnection;
+  corkThisTick(session);
   const begun = session.query('START TRANSACTION');
   internals.isTransactionActive = true;
   internals.transactionDepth = 1;
@@ -103,7 +104,9 @@ async function beginPipelined(runner: QueryRunner): Promise<void> {
  * error is the transaction's.
  */
 async function commitPipelined(runner: QueryRunner): Promise<void> {
-  const queued = closePipeline((runner as unknown as PostgresRunnerInternals).databaseConnection);
+  const session = (runner as unknown as PostgresRunnerInternals).databaseConnection;
+  const queued = closePipeline(session);
+  corkThisTick(session);
   const committed = runner.commitTransaction();
   const settled = await Promise.allSettled(queued);
   await committed;
