@@ -159,6 +159,19 @@ onPostgres('three replicas on one PostgreSQL database', () => {
     report(`a: 240 events over 3 replicas, follow-ups sent by ${spread(set, started)}`);
   }, 60_000);
 
+  // LOG_LEVEL=warn here: few log lines, but a warning Node prints for a dependency goes to stderr at any level.
+  it('writes nothing but JSON log lines meanwhile (no stray warning of a dependency, such as pg deprecating queued queries)', () => {
+    const lines = set.replicas.flatMap((r) => r.generations.flatMap((g) => g.output.join('').split('\n'))).filter((line) => line.trim() !== '');
+    const notJson = lines.filter((line) => {
+      try {
+        return typeof JSON.parse(line) !== 'object';
+      } catch {
+        return true;
+      }
+    });
+    expect(notJson).toEqual([]);
+  });
+
   it('finishes the work of a replica SIGKILLed mid-burst within 10 s of the kill', async () => {
     const events = Array.from({ length: 300 }, () => aTaskEvent('task.completed', { project_id: 'prj_2' }));
     let kill: Promise<number> = Promise.resolve(0);
