@@ -80,7 +80,8 @@ export async function inTransaction<T>(dataSource: DataSource, work: (manager: E
  * busy its answer waits for a turn of the loop (about 2 ms each under load,
  * as long as the statement itself). START TRANSACTION is therefore sent
  * without waiting for its answer: the session sends queued statements in
- * order, so the transaction's first statement follows it at once. What the
+ * order, so the transaction's first statement follows it at once (in the same
+ * write to the socket: `corkThisTick`, statements.ts). What the
  * transaction `queue`s (statements.ts) travels the same way, ahead of the
  * COMMIT. TypeORM's bookkeeping of the open transaction is set as its own
  * `startTransaction` sets it, so its `commitTransaction` and
