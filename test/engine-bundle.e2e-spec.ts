@@ -1,0 +1,48 @@
+/**
+ * The bundle `npm start` runs (scripts/build-engine.mjs) keeps the names of
+ * functions and classes as esbuild's keepNames does, with a helper that leaves
+ * alone a function that already has its name (README, Performance: session 12).
+ * Built from a small program whose two modules each define `helper` and
+ * `Store`, so that esbuild renames one of each.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const MODULE = (tag: string) => `
+export function helper() { return '${tag}'; }
+export class Store {}
+export function nested() { function inner() {} return inner; }
+`;
+
+const MAIN = `
+import * as a from './a.mjs';
+import * as b from './b.mjs';
+const names = [a.helper.name, b.helper.name, a.Store.name, b.Store.name, a.nested().name, b.nested().name, new b.Store().constructor.name];
+process.stdout.write(JSON.stringify({ names, calls: [a.helper(), b.helper()] }));
+`;
+
+describe('the engine bundle', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'engine-bundle-'));
+    writeFileSync(join(dir, 'a.mjs'), MODULE('a'));
+    writeFileSync(join(dir, 'b.mjs'), MODULE('b'));
+    writeFileSync(join(dir, 'main.mjs'), MAIN);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('keeps every name, renamed ones included, and checks a name before redefining it', async () => {
+    const { buildEngineBundle } = (await import('../scripts/build-engine.mjs' as string)) as { buildEngineBundle(entry: string, outfile: string): Promise<void> };
+    const outfile = join(dir, 'bundle', 'main.mjs');
+    await buildEngineBundle(join(dir, 'main.mjs'), outfile);
+    const text = readFileSync(outfile, 'utf8');
+    // esbuild renamed one of each pair apart (helper2, Store2) and names them back through the helper.
+    expect(text).toMatch(/function helper2\(/);
+    expect(text).toMatch(/var __name = \(target, (\w+)\) => target\.name === \1 \? target : __defProp/);
+    const run = JSON.parse(execFileSync(process.execPath, [outfile], { encoding: 'utf8' })) as { names: string[]; calls: string[] };
+    expect(run.names).toEqual(['helper', 'helper', 'Store', 'Store', 'inner', 'inner', 'Store']);
+    expect(run.calls).toEqual(['a', 'b']);
+  });
+});
