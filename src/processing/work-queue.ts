@@ -154,10 +154,12 @@ function leaseFreshSql(kind: DatabaseKind): string {
   // idx_action_runs_creating_in_flight (scope_kind, created_at) that is in it; as a NOT EXISTS, on the young statistics of a table that grew in
   // seconds, it read the whole table for every new event.
   const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
+  // PostgreSQL: the status through COALESCE, so that no index of waiting events competes with the seqs (outcome-batch.ts).
+  const waiting = kind === 'postgres' ? `COALESCE(e.status, '') = 'received'` : `e.status = 'received'`;
   return `UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq IN (
       SELECT e.seq FROM events e
-      WHERE ${fresh} AND e.status = 'received' AND ${claimFilters(kind)}
+      WHERE ${fresh} AND ${waiting} AND ${claimFilters(kind)}
         AND (e.seen_resource OR ${outside})${kind === 'postgres' ? ' ORDER BY e.seq LIMIT ?' : ''})
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
