@@ -85,7 +85,7 @@ export async function buildEngineBundle(entry, outfile) {
   });
   mkdirSync(dirname(outfile), { recursive: true });
   for (const file of outputFiles) {
-    if (file.path !== outfile) {
+    if (file.path.endsWith('.map')) {
       writeFileSync(file.path, file.contents);
       continue;
     }
