@@ -1,12 +1,13 @@
 /**
- * The bundle `npm start` runs (scripts/build-engine.mjs) keeps the names of
- * functions and classes as esbuild's keepNames does, with a helper that leaves
- * alone a function that already has its name (README, Performance: session 12).
- * Built from a small program whose two modules each define `helper` and
- * `Store`, so that esbuild renames one of each.
+ * The bundle `npm start` runs (scripts/build-engine.mjs): it keeps the names
+ * of functions and classes as esbuild's keepNames does, with a helper that
+ * leaves alone a function that already has its name, built from a small
+ * program whose two modules each define `helper` and `Store`, so that esbuild
+ * renames one of each; and the engine's own bundle loads from node_modules
+ * only what is left out of it on purpose (README, Performance: session 12).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 
@@ -45,5 +46,21 @@ describe('the engine bundle', () => {
     const run = JSON.parse(execFileSync(process.execPath, [outfile], { encoding: 'utf8' })) as { names: string[]; calls: string[] };
     expect(run.names).toEqual(['helper', 'helper', 'Store', 'Store', 'inner', 'inner', 'Store']);
     expect(run.calls).toEqual(['a', 'b']);
+  });
+
+  it('the engine, loaded, takes nothing from node_modules (no second TypeORM; the native addon loads when the database opens)', () => {
+    const bundle = 'dist/bundle/main.js';
+    if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first (npm test does)`);
+    // Records every CommonJS file compiled, then lets the engine refuse a bad PORT: by then every module is loaded.
+    const hook = join(dir, 'loaded.cjs');
+    const loaded = join(dir, 'loaded.json');
+    writeFileSync(hook, `
+      const Module = require('node:module'); const compile = Module.prototype._compile; const files = [];
+      Module.prototype._compile = function (content, filename) { files.push(filename); return compile.call(this, content, filename); };
+      process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, JSON.stringify(files)));`);
+    const run = spawnSync(process.execPath, ['-r', hook, bundle], { env: { ...process.env, PORT: 'not-a-port' }, encoding: 'utf8' });
+    expect(run.stderr).toContain('configuration error: PORT');
+    const packages = new Set((JSON.parse(readFileSync(loaded, 'utf8')) as string[]).map((file) => /node_modules[\\/]((?:@[^\\/]+[\\/])?[^\\/]+)/.exec(file)?.[1] ?? file));
+    expect([...packages]).toEqual([]);
   });
 });
