@@ -32,4 +32,17 @@ export async function queryRows<T = Record<string, unknown>>(
   }
 }
 
+/**
+ * A NOT NULL text column as a condition no index serves (`COALESCE` of it: the
+ * same value), for statements that find their rows by key. PostgreSQL plans
+ * from statistics, and those of a table that grew or churned within seconds
+ * can say a status has almost no rows while it has thousands: a plain
+ * `status = …` then walks the status's index (through every row of that
+ * status and every dead entry of one since the last vacuum) instead of
+ * probing the keys (young-statistics.spec.ts).
+ */
+export function unindexed(column: string): string {
+  return `COALESCE(${column}, '')`;
+}
+
 export { databaseKind };

@@ -16,6 +16,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
+import { unindexed } from '../database/sql.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BatchedStatements, unnestOf, type Batched } from './batched-statements.js';
 import { emitLoopBlocked } from './engine-events.js';
@@ -50,12 +51,12 @@ const THROTTLE_COUNT = `
 const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int'];
 // The seqs a second time, as `= ANY`: the planner then probes the primary key. Joined only through `t`, on the
 // statistics of a table seconds old, it ANDed a bitmap of every waiting event (idx_events_status_seq) into it.
-// The status through COALESCE, which no index serves: see outcome-batch.ts.
+// The status `unindexed` (sql.ts), so that no index of events by status competes with the seqs.
 export const FINISH_MANY = `
   UPDATE events e SET status = t.status, depth = t.depth, self_caused = t.self_caused, error = t.error, processed_at = t.processed_at,
                       attempts = t.attempts, next_attempt_at = t.next_attempt_at, explanation = t.explanation, lease_owner = NULL, lease_until = NULL
   FROM ${unnestOf(['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq'], FINISH_MANY_TYPES)}
-  WHERE e.seq = t.seq AND e.lease_owner = ? AND COALESCE(e.status, '') = 'received' AND e.seq = ANY(?::int[])
+  WHERE e.seq = t.seq AND e.lease_owner = ? AND ${unindexed('e.status')} = 'received' AND e.seq = ANY(?::int[])
   RETURNING e.seq`;
 
 const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];

@@ -13,6 +13,7 @@
 import { touchedResource } from '../actions/action-types.js';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
 import type { Statements } from '../database/statements.js';
+import { unindexed } from '../database/sql.js';
 import { unnestOf } from './batched-statements.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
@@ -28,16 +29,15 @@ const RECORD_COLUMNS = ['status', 'next_attempt_at', 'updated_at', 'request', 'r
 const RECORD_TYPES = ['text', 'text', 'text', 'text', 'int', 'text', 'text', 'text', 'text', 'text'];
 // Each batch UPDATE below also names its keys as `= ANY`, so that the planner probes the primary key (see
 // event-commit.ts FINISH_MANY): joined only through `t`, it ANDed bitmaps of whole indexes into them, such as every
-// run leased since the last vacuum (idx_action_runs_leased) for a batch of 32 outcomes. The status is checked
-// through COALESCE (a no-op: the column is NOT NULL), which no index serves: as a plain condition, on young
-// statistics that took the status's rows to be few, the planner walked idx_action_runs_due through every run
-// running (and every dead entry of one since the last vacuum) for each batch: about 100 rows read per event.
+// run leased since the last vacuum (idx_action_runs_leased) for a batch of 32 outcomes. The status is `unindexed`
+// (sql.ts): as a plain condition, the outcomes' UPDATE walked idx_action_runs_due through every running run for each
+// batch, about 100 rows read per event.
 export const RECORD_MANY = `
   UPDATE action_runs r SET status = t.status, lease_owner = NULL, lease_until = NULL, next_attempt_at = t.next_attempt_at,
                            updated_at = t.updated_at, request = t.request, response_status = t.response_status,
                            response = t.response, error_code = t.error_code, error_message = t.error_message
   FROM ${unnestOf(RECORD_COLUMNS, RECORD_TYPES)}
-  WHERE r.id = t.id AND r.lease_owner = t.owner AND COALESCE(r.status, '') = 'running' AND r.id = ANY(?::text[])
+  WHERE r.id = t.id AND r.lease_owner = t.owner AND ${unindexed('r.status')} = 'running' AND r.id = ANY(?::text[])
   RETURNING r.id`;
 
 const PROVENANCE_MANY = `
@@ -53,7 +53,7 @@ const FINISH_MANY = `
                           error = CASE WHEN f.n > 0 THEN f.n || ' action(s) failed' ELSE NULL END, resume_at = NULL
   FROM ${unnestOf(['id', 'finished_at'], ['text', 'text'])}
   CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM action_runs a WHERE a.execution_id = t.id AND a.status = 'failed') f
-  WHERE x.id = t.id AND COALESCE(x.status, '') IN ('running', 'waiting') AND x.id = ANY(?::text[])`;
+  WHERE x.id = t.id AND ${unindexed('x.status')} IN ('running', 'waiting') AND x.id = ANY(?::text[])`;
 
 export interface OutcomeSteps {
   /** Executions by id, for the runs not handed over with theirs. */

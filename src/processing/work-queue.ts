@@ -36,7 +36,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
-import { queryRows } from '../database/sql.js';
+import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
@@ -154,8 +154,8 @@ function leaseFreshSql(kind: DatabaseKind): string {
   // idx_action_runs_creating_in_flight (scope_kind, created_at) that is in it; as a NOT EXISTS, on the young statistics of a table that grew in
   // seconds, it read the whole table for every new event.
   const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
-  // PostgreSQL: the status through COALESCE, so that no index of waiting events competes with the seqs (outcome-batch.ts).
-  const waiting = kind === 'postgres' ? `COALESCE(e.status, '') = 'received'` : `e.status = 'received'`;
+  // PostgreSQL: the status `unindexed` (sql.ts), so that no index of waiting events competes with the new events' seqs.
+  const waiting = kind === 'postgres' ? `${unindexed('e.status')} = 'received'` : `e.status = 'received'`;
   return `UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq IN (
       SELECT e.seq FROM events e
