@@ -18,7 +18,7 @@ import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import { unindexed } from '../database/sql.js';
 import type { Metrics } from '../observability/metrics.js';
-import { BatchedStatements, unnestOf, type Batched } from './batched-statements.js';
+import { BatchedStatements, guardedRowsOf, unnestOf, type Batched } from './batched-statements.js';
 import { emitLoopBlocked } from './engine-events.js';
 import { FIRST_RUN_COLUMNS, FIRST_RUN_TYPES, firstEntryOf, INSERT_FIRST_RUN, insertFirstRun, type FirstEntry } from './first-entry.js';
 import { cancelWaitingFor, debounceEarlier } from './waiting.js';
@@ -48,15 +48,17 @@ const THROTTLE_COUNT = `
   WHERE rule_id = ? AND throttle_key = ? AND created_at > ? AND status <> 'throttled'`;
 
 /** FINISH_EVENT for a whole batch (PostgreSQL): the columns as arrays, the seqs of the events still leased to us back. */
-const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int'];
+const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int', 'text'];
+const FINISH_MANY_COLUMNS = ['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq', 'owner'];
 // The seqs a second time, as `= ANY`: the planner then probes the primary key. Joined only through `t`, on the
 // statistics of a table seconds old, it ANDed a bitmap of every waiting event (idx_events_status_seq) into it.
-// The status `unindexed` (sql.ts), so that no index of events by status competes with the seqs.
+// The status `unindexed` (sql.ts), so that no index of events by status competes with the seqs; the guards against
+// `t` (batched-statements.ts `guardedRowsOf`), so that the join with the batch's rows is not a nested loop.
 export const FINISH_MANY = `
   UPDATE events e SET status = t.status, depth = t.depth, self_caused = t.self_caused, error = t.error, processed_at = t.processed_at,
                       attempts = t.attempts, next_attempt_at = t.next_attempt_at, explanation = t.explanation, lease_owner = NULL, lease_until = NULL
-  FROM ${unnestOf(['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq'], FINISH_MANY_TYPES)}
-  WHERE e.seq = t.seq AND e.lease_owner = ? AND ${unindexed('e.status')} = 'received' AND e.seq = ANY(?::int[])
+  FROM ${guardedRowsOf(FINISH_MANY_COLUMNS, FINISH_MANY_TYPES, { was: "'received'" })}
+  WHERE e.seq = t.seq AND e.lease_owner = t.owner AND ${unindexed('e.status')} = t.was AND e.seq = ANY(?::int[])
   RETURNING e.seq`;
 
 const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];
@@ -133,10 +135,10 @@ export class EventCommit {
   }
 
   private async finishAll(sql: Statements, plans: Array<{ p: PreparedEvent; executions: NewExecution[] }>, owner: string, now: string): Promise<Set<number>> {
-    const rows = plans.map(({ p, executions }) => [...finishColumns(p, executions, now), p.claim.seq]);
+    const rows = plans.map(({ p, executions }) => [...finishColumns(p, executions, now), p.claim.seq, owner]);
     const columns = FINISH_MANY_TYPES.map((_type, i) => rows.map((row) => row[i] ?? null));
     const seqs = plans.map(({ p }) => p.claim.seq);
-    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, owner, seqs]);
+    const finished = await sql.rows<{ seq: number }>(FINISH_MANY, [...columns, seqs]);
     return new Set(finished.map((row) => Number(row.seq)));
   }
 

@@ -14,7 +14,7 @@ import { touchedResource } from '../actions/action-types.js';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
 import type { Statements } from '../database/statements.js';
 import { unindexed } from '../database/sql.js';
-import { unnestOf } from './batched-statements.js';
+import { guardedRowsOf, unnestOf } from './batched-statements.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 export interface Outcome {
@@ -31,13 +31,14 @@ const RECORD_TYPES = ['text', 'text', 'text', 'text', 'int', 'text', 'text', 'te
 // event-commit.ts FINISH_MANY): joined only through `t`, it ANDed bitmaps of whole indexes into them, such as every
 // run leased since the last vacuum (idx_action_runs_leased) for a batch of 32 outcomes. The status is `unindexed`
 // (sql.ts): as a plain condition, the outcomes' UPDATE walked idx_action_runs_due through every running run for each
-// batch, about 100 rows read per event.
+// batch, about 100 rows read per event. Their guards are written against `t` (batched-statements.ts `guardedRowsOf`):
+// against constants, they had the planner count one row to update and join the batch to it as a nested loop.
 export const RECORD_MANY = `
   UPDATE action_runs r SET status = t.status, lease_owner = NULL, lease_until = NULL, next_attempt_at = t.next_attempt_at,
                            updated_at = t.updated_at, request = t.request, response_status = t.response_status,
                            response = t.response, error_code = t.error_code, error_message = t.error_message
-  FROM ${unnestOf(RECORD_COLUMNS, RECORD_TYPES)}
-  WHERE r.id = t.id AND r.lease_owner = t.owner AND ${unindexed('r.status')} = 'running' AND r.id = ANY(?::text[])
+  FROM ${guardedRowsOf(RECORD_COLUMNS, RECORD_TYPES, { was: "'running'" })}
+  WHERE r.id = t.id AND r.lease_owner = t.owner AND ${unindexed('r.status')} = t.was AND r.id = ANY(?::text[])
   RETURNING r.id`;
 
 const PROVENANCE_MANY = `
@@ -48,12 +49,12 @@ const PROVENANCE_MANY = `
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
 
 /** As execution-steps.ts closes an execution after its last action: failed if any of its runs failed. */
-const FINISH_MANY = `
+export const FINISH_EXECUTIONS = `
   UPDATE executions x SET status = CASE WHEN f.n > 0 THEN 'failed' ELSE 'succeeded' END, finished_at = t.finished_at,
                           error = CASE WHEN f.n > 0 THEN f.n || ' action(s) failed' ELSE NULL END, resume_at = NULL
-  FROM ${unnestOf(['id', 'finished_at'], ['text', 'text'])}
+  FROM ${guardedRowsOf(['id', 'finished_at'], ['text', 'text'], { running: "'running'", waiting: "'waiting'" })}
   CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM action_runs a WHERE a.execution_id = t.id AND a.status = 'failed') f
-  WHERE x.id = t.id AND ${unindexed('x.status')} IN ('running', 'waiting') AND x.id = ANY(?::text[])`;
+  WHERE x.id = t.id AND ${unindexed('x.status')} IN (t.running, t.waiting) AND x.id = ANY(?::text[])`;
 
 export interface OutcomeSteps {
   /** Executions by id, for the runs not handed over with theirs. */
@@ -81,7 +82,7 @@ export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: O
     else await steps.advance(sql, outcome, execution);
   }
   const ids = finished.map(([id]) => id);
-  if (finished.length > 0) await sql.queue(FINISH_MANY, [ids, finished.map(([, at]) => at), ids]);
+  if (finished.length > 0) await sql.queue(FINISH_EXECUTIONS, [ids, finished.map(([, at]) => at), ids]);
   return batch.map((o) => changed.has(o.claim.id));
 }
 

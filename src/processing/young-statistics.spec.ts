@@ -7,13 +7,19 @@
  * for each batch. So must the UPDATE that finishes a batch of evaluated
  * events (event-commit.ts), with the index of events by status. A real
  * server, statistics made stale on purpose.
+ *
+ * And a batch UPDATE joins its rows (`t`) to the rows it updates without
+ * reading `t` again for each of them: with its guards against constants, the
+ * planner counted one row to update and made the join a nested loop, 65,280
+ * rows compared for a batch of 256 events (batched-statements.ts
+ * `guardedRowsOf`).
  */
 import { Logger } from '@nestjs/common';
 import { queryRows } from '../database/sql.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY } from './event-commit.js';
-import { RECORD_MANY } from './outcome-batch.js';
+import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -67,9 +73,92 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     const seqs = [2001, 2002, 2003];
     const column = (value: unknown) => seqs.map(() => value);
     const plan = await planOf(FINISH_MANY, [
-      column('processed'), column(0), column(false), column(null), column(now), column(0), column(now), column('[]'), seqs, 'me', seqs,
+      column('processed'), column(0), column(false), column(null), column(now), column(0), column(now), column('[]'), seqs, column('me'), seqs,
     ]);
     expect(plan).not.toContain('idx_events_status_seq');
     expect(plan).toMatch(/"Index Cond":"\(seq = ANY/);
+  });
+
+  /**
+   * What EXPLAIN ANALYZE found: how many rows the planner expected to read from `table` (where the join order comes
+   * from), rows compared and thrown away by joins, and the most times a function scan (the batch's rows) ran.
+   */
+  async function joinWork(table: string, sql: string, params: unknown[]): Promise<{ updated: number; expected: number; discarded: number; functionScans: number }> {
+    type Node = { 'Node Type': string; 'Relation Name'?: string; 'Plan Rows': number; 'Actual Rows': number; 'Actual Loops': number; 'Rows Removed by Join Filter'?: number; Plans?: Node[] };
+    const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(core.db.manager, `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+    const work = { updated: 0, expected: 0, discarded: 0, functionScans: 0 };
+    const visit = (node: Node): void => {
+      work.discarded += (node['Rows Removed by Join Filter'] ?? 0) * node['Actual Loops'];
+      if (node['Node Type'] === 'Function Scan') work.functionScans = Math.max(work.functionScans, node['Actual Loops']);
+      if (node['Relation Name'] === table && node['Node Type'] !== 'ModifyTable') work.expected = Math.max(work.expected, node['Plan Rows']);
+      for (const child of node.Plans ?? []) visit(child);
+    };
+    const top = rows[0]['QUERY PLAN'][0].Plan;
+    visit(top);
+    work.updated = top['Actual Rows'];
+    return work;
+  }
+
+  describe('a batch of 256 joins its rows once, however few rows the statistics promise', () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const batch = Array.from({ length: 256 }, (_, i) => 2001 + i);
+    const column = (value: unknown) => batch.map(() => value);
+
+    // 20,000 rows: on a few thousand, the planner reads the whole table and hashes it, which hides the nested loop.
+    beforeEach(async () => {
+      const manager = core.db.manager;
+      await queryRows(
+        manager,
+        `INSERT INTO events (event_id, type, status, source, payload, received_at, next_attempt_at)
+         SELECT 'evt-' || g, 'task.updated', 'processed', 'webhook', '{}', ?, ? FROM generate_series(1, 20000) g`,
+        [now, now],
+      );
+      await queryRows(
+        manager,
+        `INSERT INTO action_runs (id, execution_id, event_seq, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+         SELECT 'run-' || g, 'x-' || g, g, 'rule', 0, 'task.create', 'succeeded', 1, ?, ?, ? FROM generate_series(1, 20000) g`,
+        [now, now, now],
+      );
+      await queryRows(
+        manager,
+        `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at)
+         SELECT 'x-' || g, g, 'evt-' || g, 'rule', 'v1', 'succeeded', '[]', '{}', ? FROM generate_series(1, 20000) g`,
+        [now],
+      );
+      await queryRows(manager, 'ANALYZE events, action_runs, executions');
+      await queryRows(manager, `UPDATE events SET status = 'received', lease_owner = 'me' WHERE seq BETWEEN 2001 AND 2256`);
+      await queryRows(manager, `UPDATE action_runs SET status = 'running', lease_owner = 'me' WHERE event_seq BETWEEN 2001 AND 2256`);
+      await queryRows(manager, `UPDATE executions SET status = 'running' WHERE event_seq BETWEEN 2001 AND 2256`);
+    });
+
+    // `expected`: the rows to update, as the planner counted them (one, with guards against constants: the cause).
+    it('when it finishes evaluated events', async () => {
+      const work = await joinWork('events', FINISH_MANY, [
+        column('processed'), column(0), column(false), column(null), column(now), column(0), column(now), column('[]'), batch, column('me'), batch,
+      ]);
+      expect(work).toEqual({ updated: 256, expected: expect.any(Number), discarded: expect.any(Number), functionScans: 1 });
+      expect(work.expected).toBeGreaterThanOrEqual(128);
+      expect(work.discarded).toBeLessThan(256);
+    });
+
+    it('when it records the outcomes of action runs', async () => {
+      const ids = batch.map((seq) => `run-${seq}`);
+      const work = await joinWork('action_runs', RECORD_MANY, [
+        column('succeeded'), column(now), column(now), column(null), column(201), column(null), column(null), column(null), ids, column('me'), ids,
+      ]);
+      expect(work).toEqual({ updated: 256, expected: expect.any(Number), discarded: expect.any(Number), functionScans: 1 });
+      expect(work.expected).toBeGreaterThanOrEqual(128);
+      expect(work.discarded).toBeLessThan(256);
+    });
+
+    it('when it ends executions', async () => {
+      const ids = batch.map((seq) => `x-${seq}`);
+      const work = await joinWork('executions', FINISH_EXECUTIONS, [ids, column(now), ids]);
+      expect(work.expected).toBeGreaterThanOrEqual(128);
+      expect(work.functionScans).toBe(1);
+      expect(work.discarded).toBeLessThan(256);
+      const ended = await queryRows<{ n: string }>(core.db.manager, `SELECT COUNT(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at = ?`, [now]);
+      expect(Number(ended[0].n)).toBe(256);
+    });
   });
 });
