@@ -40,6 +40,7 @@ import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
+import { refreshStaleStatistics } from './statistics.js';
 import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
@@ -290,18 +291,15 @@ export class WorkQueue {
   }
 
   /**
-   * PostgreSQL plans the claim from table statistics; when a backlog builds up
-   * faster than autovacuum refreshes them (a burst, a new database), the plan
-   * turns quadratic, and intake's check for a seen resource scans every
-   * snapshot. A slow claim, or a busy queue (a full batch: the tables are
-   * growing), asks for fresh statistics, at most every few seconds.
+   * PostgreSQL: a slow claim, or a busy queue (a full batch: the tables are growing), asks for fresh statistics of
+   * the tables that have outgrown theirs (statistics.ts), at most every few seconds.
    */
   private refreshStatistics(wanted: boolean): void {
     if (this.db.kind !== 'postgres' || !wanted) return;
     const now = Date.now();
     if (now - this.analyzedAt < ANALYZE_EVERY_MS) return;
     this.analyzedAt = now;
-    this.db.dataSource.query('ANALYZE events, action_runs, resource_snapshots, resource_provenance, executions').catch(() => undefined);
+    refreshStaleStatistics(this.db.manager).catch(() => undefined);
   }
 
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
