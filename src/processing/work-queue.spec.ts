@@ -177,30 +177,6 @@ describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
     });
   }
 
-  describe('counting due action runs', () => {
-    it('counts pending and retrying runs that are due, up to the limit asked for', async () => {
-      await writer.write(anEvent({ eventId: 'a' }));
-      const event = await byId('a');
-      const later = new Date(clock.now().getTime() + 60_000).toISOString();
-      for (let i = 0; i < 3; i++) await addRun(event, 'pending');
-      await addRun(event, 'retrying');
-      await addRun(event, 'retrying', later);
-      await addRun(event, 'pending', later);
-      const running = await addRun(event, 'running');
-      await db.write((m) => m.update(ActionRunEntity, { id: running }, { leaseOwner: 'other', leaseUntil: new Date(clock.now().getTime() + 3_600_000).toISOString() }));
-      await addRun(event, 'succeeded');
-      // Pending, but leased (a worker holds it): not for a claim.
-      const held = await addRun(event, 'pending');
-      await db.write((m) => m.update(ActionRunEntity, { id: held }, { leaseOwner: 'other', leaseUntil: new Date(clock.now().getTime() + 3_600_000).toISOString() }));
-      expect(await queue.dueRuns(100)).toBe(4);
-      expect(await queue.dueRuns(2)).toBe(2);
-      clock.advance(60_000);
-      expect(await queue.dueRuns(100)).toBe(6);
-      await queue.claimActionRuns(5, 30_000);
-      expect(await queue.dueRuns(100)).toBe(1);
-    });
-  });
-
   describe('several claimers at once', () => {
     it('never gives the same event to two of them', async () => {
       await Promise.all(Array.from({ length: 200 }, () => writer.write(anEvent())));

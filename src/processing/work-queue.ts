@@ -175,8 +175,6 @@ export class WorkQueue {
   private readonly claimEventsTexts = new Map<number, string>();
   /** The action claim's statements, by limit (SQLite only) and whether they look for runs whose lease ran out. */
   private readonly claimRunsTexts = new Map<string, string>();
-  /** dueRuns' statements, by limit (see limitSql). */
-  private readonly dueRunsTexts = new Map<number, string>();
   /** By the clock: when the action claim next looks for running runs whose lease has run out (see `recovering`). */
   private recoverRunsAt = 0;
 
@@ -211,20 +209,6 @@ export class WorkQueue {
     const rows = await sql.rows<ClaimedEvent>(this.claimEventsSql(limit), params);
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
-  }
-
-  /**
-   * How many action runs an action claim could take now (due, not leased), counted up to `max` (the first entries of
-   * idx_action_runs_due: the cost is bounded by `max`, not by the backlog).
-   */
-  async dueRuns(max: number): Promise<number> {
-    const now = this.clock.now().toISOString();
-    const due = (status: string) => `SELECT 1 FROM action_runs
-      WHERE status = '${status}' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?) LIMIT ${limitSql(this.db.kind, max)}`;
-    const params = this.db.kind === 'postgres' ? [now, now, max, now, now, max] : [now, now, now, now];
-    const text = textFor(this.dueRunsTexts, max, () => `SELECT (SELECT COUNT(*) FROM (${due('pending')}) p) + (SELECT COUNT(*) FROM (${due('retrying')}) r) AS n`);
-    const rows = await statementsOf(this.db.manager).rows<{ n: number | string }>(text, params);
-    return Math.min(max, Number(rows[0].n));
   }
 
   /**

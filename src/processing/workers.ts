@@ -40,7 +40,7 @@ import { ExecutionProgress } from './execution-progress.js';
 import { isStep } from '../rules/rule.types.js';
 import { CLAIM_MIN, claimSize, handedBatchSize } from './claim-size.js';
 import { Replicas } from './replicas.js';
-import { actionsShortOfCpu, RUNS_AHEAD_MAX, type ActionClaimSeen } from './runs-ahead.js';
+import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
@@ -88,8 +88,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly leasing = new Set<{ at: number }>();
   /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
   private actionClaimFull = true;
-  /** What the action loop's last claim asked for and took (runs-ahead.ts). */
-  private lastActionClaim: ActionClaimSeen | undefined;
+  /** How far the event loop is ahead of the action loop (runs-ahead.ts). */
+  private readonly runsAhead = new RunsAhead();
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
   private readonly handed: ClaimedEvent[] = [];
   /** Ends the pause after an empty claim early when intake hands events over. */
@@ -210,7 +210,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
     if (this.handed.length === 0 && pause > 0) await this.idle(() => this.handedArrival.sleep(pause));
     // Ahead of the actions, the loop claims nothing and looks again shortly; events handed over are taken at once.
-    while (this.running && this.handed.length === 0 && (await this.runsAhead())) await this.handedArrival.sleep(RUNS_AHEAD_PAUSE_MS);
+    while (this.running && this.handed.length === 0 && this.runsAhead.ahead(this.slots.size, this.maxInFlight)) await this.handedArrival.sleep(RUNS_AHEAD_PAUSE_MS);
     if (this.handed.length > 0) return { events: this.handed.splice(0, handedBatchSize(this.db.kind)), full: false };
     if (!this.running) return undefined;
     const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
@@ -220,13 +220,6 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     if (claims?.length === 0) this.emptyClaimAt = Date.now();
     if (claims) this.claimLimit = claimSize(this.db.kind, limit, claims.length);
     return claims && { events: claims, full: claims.length === limit };
-  }
-
-  /** Whether the event loop is ahead of the actions (runs-ahead.ts): its claims then wait. */
-  private async runsAhead(): Promise<boolean> {
-    if (!actionsShortOfCpu(this.lastActionClaim, this.slots.size, this.maxInFlight)) return false;
-    const due = await this.guard('count due action runs', () => this.queue.dueRuns(RUNS_AHEAD_MAX));
-    return due !== undefined && due >= RUNS_AHEAD_MAX;
   }
 
   private get storageFailing(): boolean {
@@ -279,6 +272,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
       created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
       for (const { run, execution, leased } of created ?? []) if (leased) this.startAction(run, execution);
+      this.runsAhead.created(created?.filter(({ leased }) => !leased).length ?? 0);
     } finally {
       this.leasing.delete(leasing);
     }
@@ -319,7 +313,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         this.leasing.delete(leasing);
       }
       this.actionClaimFull = claims === undefined || claims.length >= room.free;
-      this.lastActionClaim = claims && { asked: room.free, took: claims.length };
+      this.runsAhead.claimed(claims && { asked: room.free, took: claims.length });
       if (this.storageFailing) await this.actions.sleep(pause.next());
       else {
         pause.reset();
