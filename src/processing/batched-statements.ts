@@ -65,8 +65,8 @@ export function unnestOf(columns: readonly string[], types: readonly string[]): 
  *
  * PostgreSQL estimates a guard against a constant on an expression it has no statistics for at half a percent of the
  * rows: it counted one row to update where the batch had 256, and joined `t` to that one row as a nested loop that read
- * all of `t` again for each row it found, 65,280 rows compared for a batch of 256 events (100–200 ms a commit with a
- * backlog waiting, most of the time the backlog's drain spent). Against a column of `t`, a guard belongs to the join:
+ * all of `t` again for each row it found, 65,280 rows compared for a batch of 256 events (60–220 ms a commit with a
+ * backlog waiting, the server's busiest statement while it drained). Against a column of `t`, a guard belongs to the join:
  * the rows to update are counted as the keys (`= ANY`, the primary key), and the join is hashed or merged.
  * OFFSET 0 keeps the subquery whole (flattened, its constants would be constants again).
  */
