@@ -33,16 +33,17 @@ export async function queryRows<T = Record<string, unknown>>(
 }
 
 /**
- * A NOT NULL text column as a condition no index serves (`COALESCE` of it: the
- * same value), for statements that find their rows by key. PostgreSQL plans
+ * A NOT NULL column as a condition no index serves (`COALESCE` of it with
+ * `empty`, a value of its type: the same value), for statements that find their
+ * rows by key. Nor does a partial index whose predicate names the column. PostgreSQL plans
  * from statistics, and those of a table that grew or churned within seconds
  * can say a status has almost no rows while it has thousands: a plain
  * `status = …` then walks the status's index (through every row of that
  * status and every dead entry of one since the last vacuum) instead of
  * probing the keys (young-statistics.spec.ts).
  */
-export function unindexed(column: string): string {
-  return `COALESCE(${column}, '')`;
+export function unindexed(column: string, empty = "''"): string {
+  return `COALESCE(${column}, ${empty})`;
 }
 
 export { databaseKind };

@@ -36,8 +36,17 @@ const INSERT_EXECUTION = `
 const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
-/** The resource is seen now: events waiting about it no longer wait behind the causal barrier. */
-const MARK_SEEN = `UPDATE events SET seen_resource = TRUE WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
+/**
+ * The resource is seen now: events waiting about it no longer wait behind the causal barrier (PostgreSQL). Its status
+ * and seen flag `unindexed` (sql.ts), so that the rows are found by resource key (idx_events_resource_seq: only the
+ * first snapshot of a resource marks, so its history is short). Planned on young statistics from the plain conditions,
+ * it walked the partial index of every waiting unseen event (idx_events_waiting_scope), or the status index, and
+ * filtered it by resource (young-statistics.spec.ts).
+ */
+const UNSEEN_WAITING = `${unindexed('status')} = 'received' AND NOT ${unindexed('seen_resource', 'FALSE')}`;
+const MARK_SEEN = `UPDATE events SET seen_resource = TRUE WHERE resource_key = ? AND ${UNSEEN_WAITING}`;
+/** MARK_SEEN for a batch's resources (PostgreSQL). */
+export const MARK_SEEN_MANY = `UPDATE events SET seen_resource = TRUE WHERE resource_key = ANY(?::text[]) AND ${UNSEEN_WAITING}`;
 // SQLite (no statistics) would walk the status index through every waiting event: name the index of the resource's
 // waiting events (its index of all events would walk the resource's whole history).
 const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = TRUE
@@ -82,7 +91,7 @@ const BATCHED = new Map<string, Batched>([
   [MARK_SEEN, {
     types: ['text'],
     keyOf: (params) => params[0],
-    text: `UPDATE events SET seen_resource = TRUE WHERE resource_key = ANY(?::text[]) AND status = 'received' AND NOT seen_resource`,
+    text: MARK_SEEN_MANY,
   }],
 ]);
 

@@ -165,6 +165,94 @@ function leaseFreshSql(kind: DatabaseKind): string {
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
 
+/** PostgreSQL: rows another claimer holds are passed over, never waited for. */
+function skipLocked(kind: DatabaseKind): string {
+  return kind === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
+}
+
+/**
+ * `IN (candidates)`; on PostgreSQL `= ANY(ARRAY(candidates))`, computed once
+ * and probed through the primary key, so the rows are never found by walking
+ * the primary key from its start to the last candidate (a merge join, which
+ * young statistics make look cheap, does).
+ */
+function inCandidates(kind: DatabaseKind, candidates: string): string {
+  return kind === 'postgres' ? `= ANY(ARRAY(${candidates}))` : `IN (${candidates})`;
+}
+
+/**
+ * PostgreSQL: the status of a row the claim has found by key, checked again as `unindexed` (sql.ts), so that the
+ * rows are fetched by their keys alone. Planned from a plain `status = …` on young statistics, the recheck ANDed
+ * bitmaps of whole status indexes with every dead entry since the last vacuum (2,000–3,000 entries of
+ * idx_events_waiting_resource per event claim; of idx_action_runs_unfinished and _due per action claim) and
+ * filtered the candidates out of them: most of the rows read per event end to end (young-statistics.spec.ts).
+ */
+function byKey(kind: DatabaseKind, status: string): string {
+  return kind === 'postgres' ? unindexed(status) : status;
+}
+
+/**
+ * The claim of waiting events (`limit` as limitSql writes it; placeholders: see `WorkQueue.claimEventsIn`). The
+ * candidates come from three index scans that each stop after `limit` rows: waiting events before the barrier;
+ * waiting events after it about seen resources (which never wait for it); and waiting events after it about unseen
+ * resources, each checked against the few creating runs in flight through their partial index. Only the last walks
+ * past events that must wait, and only those of scopes with a create in flight.
+ */
+export function claimEventsSql(kind: DatabaseKind, limit: string): string {
+  // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
+  const index = (name: string) => (kind === 'sqlite' ? `INDEXED BY ${name}` : '');
+  const pg = kind === 'postgres';
+  const filters = claimFilters(kind);
+  const claimable = (seqBound: string, using = '') => `
+    SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ${limit}`;
+  // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
+  const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
+  // PostgreSQL: through the two partial indexes of waiting events. Planned on young statistics, one scan of
+  // `status = 'received'` went along the primary key, through every event already processed.
+  const beforeBarrier = pg
+    ? `SELECT seq FROM (${claimable(`e.seen_resource AND e.seq < ${barrier}`)}) before_seen
+       UNION ALL SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq < ${barrier}`)}) before_unseen`
+    : `SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier`;
+  const unseen = unseenScopedSql(kind, barrier, filters, limit);
+  return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
+    UPDATE events SET lease_owner = ?, lease_until = ?
+    WHERE seq ${inCandidates(kind, `
+      SELECT c.seq FROM events c
+      WHERE c.seq ${inCandidates(kind, `${beforeBarrier}
+                      UNION ALL
+                      SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${barrier}`, index('idx_events_waiting_seen'))}) seen
+                      UNION ALL
+                      SELECT seq FROM (${unseen}) unseen`)}
+        -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
+        AND ${byKey(kind, 'c.status')} = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
+      ORDER BY c.seq LIMIT ${limit} ${skipLocked(kind)}`)}
+    RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
+}
+
+/**
+ * PostgreSQL: due runs of each unfinished status through idx_action_runs_due
+ * (status, next_attempt_at), each scan stopping after `limit`: a filter over
+ * every unfinished run (or, planned on young statistics, over the whole
+ * table) grows with the backlog and the history. (SQLite, without
+ * statistics, plans the plain statement well and this one badly.)
+ */
+export function claimActionRunsSql(recover: boolean): string {
+  const due = (status: string) => `SELECT * FROM (SELECT id, next_attempt_at FROM action_runs
+      WHERE status = '${status}' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+      ORDER BY next_attempt_at LIMIT ?) ${status}_runs`;
+
+  return `
+    UPDATE action_runs
+    SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+    WHERE id ${inCandidates('postgres', `
+      SELECT c.id FROM action_runs c
+      WHERE c.id ${inCandidates('postgres', `SELECT id FROM (${due('pending')} UNION ALL ${due('retrying')}${recover ? ` UNION ALL ${due('running')}` : ''}) d`)}
+        -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
+        AND ${byKey('postgres', 'c.status')} IN ('pending', 'retrying', 'running') AND (c.lease_until IS NULL OR c.lease_until < ?)
+      ORDER BY c.next_attempt_at LIMIT ? ${skipLocked('postgres')}`)}
+    RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
+}
+
 @Injectable()
 export class WorkQueue {
   /** Identifies this process's leases. */
@@ -183,9 +271,6 @@ export class WorkQueue {
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
-  private get skipLocked(): string {
-    return this.db.kind === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
-  }
 
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     return this.db.write((manager) => this.claimEventsIn(statementsOf(manager), limit));
@@ -206,7 +291,7 @@ export class WorkQueue {
     const unseen = [now, now, now, ...l, ...l];
     const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
     const started = performance.now();
-    const rows = await sql.rows<ClaimedEvent>(this.claimEventsSql(limit), params);
+    const rows = await sql.rows<ClaimedEvent>(this.claimEventsStatement(limit), params);
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }
@@ -247,48 +332,11 @@ export class WorkQueue {
     return (this.leaseFreshSql ??= leaseFreshSql(this.db.kind));
   }
 
-  /**
-   * The candidates come from three index scans that each stop after `limit`
-   * rows: waiting events before the barrier; waiting events after it about
-   * seen resources (which never wait for it); and waiting events after it about
-   * unseen resources, each checked against the few creating runs in flight
-   * through their partial index. Only the last walks past events that must
-   * wait, and only those of scopes with a create in flight.
-   */
-  private claimEventsSql(limit: number): string {
-    return textFor(this.claimEventsTexts, limit, () => this.claimEventsText(limitSql(this.db.kind, limit)));
+  /** The event claim's statement for `limit`, made once (see claimEventsSql). */
+  private claimEventsStatement(limit: number): string {
+    return textFor(this.claimEventsTexts, limit, () => claimEventsSql(this.db.kind, limitSql(this.db.kind, limit)));
   }
 
-  private claimEventsText(limit: string): string {
-    // SQLite would rather walk the status index and filter (it keeps no statistics): point it at the partial indexes.
-    const index = (name: string) => (this.db.kind === 'sqlite' ? `INDEXED BY ${name}` : '');
-    const pg = this.db.kind === 'postgres';
-    const filters = claimFilters(this.db.kind);
-    const claimable = (seqBound: string, using = '') => `
-      SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ${limit}`;
-    // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
-    const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
-    // PostgreSQL: through the two partial indexes of waiting events. Planned on young statistics, one scan of
-    // `status = 'received'` went along the primary key, through every event already processed.
-    const beforeBarrier = pg
-      ? `SELECT seq FROM (${claimable(`e.seen_resource AND e.seq < ${barrier}`)}) before_seen
-         UNION ALL SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq < ${barrier}`)}) before_unseen`
-      : `SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier`;
-    const unseen = unseenScopedSql(this.db.kind, barrier, filters, limit);
-    return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
-      UPDATE events SET lease_owner = ?, lease_until = ?
-      WHERE seq ${this.inCandidates(`
-        SELECT c.seq FROM events c
-        WHERE c.seq ${this.inCandidates(`${beforeBarrier}
-                        UNION ALL
-                        SELECT seq FROM (${claimable(`e.seen_resource AND e.seq >= ${barrier}`, index('idx_events_waiting_seen'))}) seen
-                        UNION ALL
-                        SELECT seq FROM (${unseen}) unseen`)}
-          -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
-          AND c.status = 'received' AND (c.lease_until IS NULL OR c.lease_until < ?)
-        ORDER BY c.seq LIMIT ${limit} ${this.skipLocked}`)}
-      RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
-  }
 
   /**
    * PostgreSQL: a slow claim, or a busy queue (a full batch: the tables are growing), asks for fresh statistics of
@@ -313,7 +361,7 @@ export class WorkQueue {
       return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, [...lease, now, now]));
     }
     const params = [...lease, ...Array<unknown>(recover ? 3 : 2).fill([now, now, limit]).flat(), now, limit];
-    const text = textFor(this.claimRunsTexts, `any ${recover}`, () => this.claimActionRunsSql(recover));
+    const text = textFor(this.claimRunsTexts, `any ${recover}`, () => claimActionRunsSql(recover));
     return this.db.write((manager) => statementsOf(manager).rows<ClaimedActionRun>(text, params));
   }
 
@@ -338,39 +386,7 @@ export class WorkQueue {
     return true;
   }
 
-  /**
-   * PostgreSQL: due runs of each unfinished status through idx_action_runs_due
-   * (status, next_attempt_at), each scan stopping after `limit`: a filter over
-   * every unfinished run (or, planned on young statistics, over the whole
-   * table) grows with the backlog and the history. (SQLite, without
-   * statistics, plans the plain statement well and this one badly.)
-   */
-  private claimActionRunsSql(recover: boolean): string {
-    const due = (status: string) => `SELECT * FROM (SELECT id, next_attempt_at FROM action_runs
-        WHERE status = '${status}' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-        ORDER BY next_attempt_at LIMIT ?) ${status}_runs`;
 
-    return `
-      UPDATE action_runs
-      SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
-      WHERE id ${this.inCandidates(`
-        SELECT c.id FROM action_runs c
-        WHERE c.id ${this.inCandidates(`SELECT id FROM (${due('pending')} UNION ALL ${due('retrying')}${recover ? ` UNION ALL ${due('running')}` : ''}) d`)}
-          -- Checked again on the row itself: on PostgreSQL a row another claimer has just leased is re-read here.
-          AND c.status IN ('pending', 'retrying', 'running') AND (c.lease_until IS NULL OR c.lease_until < ?)
-        ORDER BY c.next_attempt_at LIMIT ? ${this.skipLocked}`)}
-      RETURNING id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, attempts, request, item_index, item`;
-  }
-
-  /**
-   * `IN (candidates)`; on PostgreSQL `= ANY(ARRAY(candidates))`, computed once
-   * and probed through the primary key, so the rows are never found by walking
-   * the primary key from its start to the last candidate (a merge join, which
-   * young statistics make look cheap, does).
-   */
-  private inCandidates(candidates: string): string {
-    return this.db.kind === 'postgres' ? `= ANY(ARRAY(${candidates}))` : `IN (${candidates})`;
-  }
 
   /**
    * On SQLite exactly one engine process owns the file, so leases left by a

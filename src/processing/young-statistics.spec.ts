@@ -8,6 +8,11 @@
  * events (event-commit.ts), with the index of events by status. A real
  * server, statistics made stale on purpose.
  *
+ * So must the claims, when they check again the rows their candidates name,
+ * and the seen mark, which finds a batch's resources' waiting events by key:
+ * planned from plain conditions on status (and the seen flag), they read
+ * every entry, dead ones included, of the indexes those conditions name.
+ *
  * And a batch UPDATE joins its rows (`t`) to the rows it updates without
  * reading `t` again for each of them: with its guards against constants, the
  * planner counted one row to update and made the join a nested loop, 65,280
@@ -18,8 +23,9 @@ import { Logger } from '@nestjs/common';
 import { queryRows } from '../database/sql.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
-import { FINISH_MANY } from './event-commit.js';
+import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
+import { claimActionRunsSql, claimEventsSql } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -77,6 +83,83 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     ]);
     expect(plan).not.toContain('idx_events_status_seq');
     expect(plan).toMatch(/"Index Cond":"\(seq = ANY/);
+  });
+
+  type PlanNode = { 'Node Type': string; Alias?: string; 'Index Name'?: string; 'Index Cond'?: string; Plans?: PlanNode[] };
+
+  /** The indexes `sql`'s plan reads to find the rows of table alias `alias` (bitmaps under their heap scan included). */
+  async function indexesFor(alias: string, sql: string, params: unknown[]): Promise<{ indexes: string[]; conditions: string[] }> {
+    const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(core.db.manager, `EXPLAIN (FORMAT JSON) ${sql}`, params);
+    const found = { indexes: [] as string[], conditions: [] as string[] };
+    const under = (node: PlanNode): void => {
+      if (node['Index Name']) found.indexes.push(node['Index Name']);
+      if (node['Index Cond']) found.conditions.push(node['Index Cond']);
+      if (node['Node Type'] !== 'Bitmap Heap Scan' && node.Alias !== alias) return;
+      for (const child of node.Plans ?? []) under(child);
+    };
+    const visit = (node: PlanNode): void => {
+      if (node.Alias === alias) under(node);
+      else for (const child of node.Plans ?? []) visit(child);
+    };
+    visit(rows[0]['QUERY PLAN'][0].Plan);
+    return found;
+  }
+
+  it('checks again the events a claim has chosen through the primary key, not an index of waiting events', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.updated', 'task:' || g, 'processed', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, 3000) g`,
+      [now, now],
+    );
+    await queryRows(core.db.manager, 'ANALYZE events');
+    await queryRows(core.db.manager, `UPDATE events SET status = 'received' WHERE seq > 2000`);
+
+    const limit = 32;
+    // As claimEventsIn binds them: the lease; the scans before the barrier; after it, seen; after it, unseen; the recheck.
+    const params = ['me', now, now, now, limit, now, now, limit, now, now, limit, now, now, now, limit, limit, now, limit];
+    const { indexes } = await indexesFor('c', claimEventsSql('postgres', '?'), params);
+    expect(indexes.length).toBeGreaterThan(0);
+    expect(indexes.filter((name) => !name.startsWith('PK_'))).toEqual([]);
+  });
+
+  it('checks again the action runs a claim has chosen through the primary key, not an index of runs by status', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT 'run-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.create', 'succeeded', 1, ?, ?, ? FROM generate_series(1, 3000) g`,
+      [now, now, now],
+    );
+    await queryRows(core.db.manager, 'ANALYZE action_runs');
+    await queryRows(core.db.manager, `UPDATE action_runs SET status = 'pending' WHERE event_seq > 2000`);
+
+    const limit = 32;
+    // As claimActionRuns binds them: the lease and its time; pending and retrying runs due; the recheck.
+    const params = ['me', now, now, now, now, limit, now, now, limit, now, limit];
+    const { indexes } = await indexesFor('c', claimActionRunsSql(false), params);
+    expect(indexes.length).toBeGreaterThan(0);
+    expect(indexes.filter((name) => !name.startsWith('PK_'))).toEqual([]);
+  });
+
+  it("marks a batch's resources seen through their key, not the index of waiting unseen events", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.updated', 'task:' || g, 'processed', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, 3000) g`,
+      [now, now],
+    );
+    await queryRows(core.db.manager, 'ANALYZE events');
+    await queryRows(core.db.manager, `UPDATE events SET status = 'received', seen_resource = FALSE WHERE seq > 2000`);
+
+    const keys = ['task:2001', 'task:2002', 'task:2003'];
+    const { indexes, conditions } = await indexesFor('events', MARK_SEEN_MANY, [keys]);
+    expect(indexes).toEqual(['idx_events_resource_seq']);
+    expect(conditions.join(' ')).toMatch(/resource_key\)::text = ANY/);
+    const marked = await queryRows(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [keys]);
+    expect(marked).toHaveLength(3);
   });
 
   /**
