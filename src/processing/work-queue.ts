@@ -143,7 +143,7 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
  * LIMIT on SQLite: the caller passes only as many events as it has room for (a bound LIMIT would have SQLite plan
  * the statement again each time, see limitSql).
  */
-function leaseFreshSql(kind: DatabaseKind): string {
+export function leaseFreshSql(kind: DatabaseKind): string {
   // PostgreSQL: the new events' seqs first, through the unique index on event_id (or received_at), then each row by
   // its primary key. Planned as one scan, the ids' condition was ANDed in a bitmap with idx_events_status_seq, which
   // read every waiting event for each commit's few.

@@ -8,6 +8,10 @@
  * events (event-commit.ts), with the index of events by status. A real
  * server, statistics made stale on purpose.
  *
+ * So must the causal barrier find the creating runs in flight through their
+ * own partial index, not the index of runs by status (which holds every
+ * running run, and every dead entry of one).
+ *
  * So must the claims, when they check again the rows their candidates name,
  * and the seen mark, which finds a batch's resources' waiting events by key:
  * planned from plain conditions on status (and the seen flag), they read
@@ -25,7 +29,7 @@ import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
-import { claimActionRunsSql, claimEventsSql } from './work-queue.js';
+import { claimActionRunsSql, claimEventsSql, leaseFreshSql } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -160,6 +164,47 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(conditions.join(' ')).toMatch(/resource_key\)::text = ANY/);
     const marked = await queryRows(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [keys]);
     expect(marked).toHaveLength(3);
+  });
+
+  it('finds the creating runs in flight through their own index, not the index of runs by status', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const manager = core.db.manager;
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent)
+       SELECT 'run-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.create', 'succeeded', 1, ?, ?, ?, 'task', 'prj_1' FROM generate_series(1, 3000) g`,
+      [now, now, now],
+    );
+    await queryRows(
+      manager,
+      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'prj_1', 'processed', 'webhook', '{}', ?, ? FROM generate_series(1, 3000) g`,
+      [now, now],
+    );
+    await queryRows(manager, 'ANALYZE action_runs, events');
+    // After the statistics: a thousand creates in flight, and new events about unseen tasks in their project.
+    await queryRows(manager, `UPDATE action_runs SET status = 'running', lease_owner = 'me', lease_until = '2026-11-27T00:01:00.000Z' WHERE event_seq > 2000`);
+    await queryRows(manager, `UPDATE events SET status = 'received' WHERE seq > 2990`);
+
+    const ids = Array.from({ length: 10 }, (_, i) => `evt-${2991 + i}`);
+    const plan = await planOf(leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]);
+    expect(plan).not.toContain('idx_action_runs_due');
+    expect(plan).toContain('idx_action_runs_creating_in_flight');
+    const claim = await planOf(claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]);
+    expect(claim).not.toContain('idx_action_runs_due');
+    expect(claim).toContain('idx_action_runs_creating_in_flight');
+
+    // Whatever the statistics: without that index, and with every other way made to look cheaper than a scan of the
+    // table, no index of runs by status serves the barrier (the plain `status = 'running'` went to idx_action_runs_due).
+    await queryRows(manager, 'DROP INDEX idx_action_runs_creating_in_flight');
+    for (const [sql, params] of [[leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]], [claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]]] as const) {
+      const forced = await core.db.dataSource.transaction(async (m) => {
+        await queryRows(m, 'SET LOCAL enable_seqscan = off');
+        const rows = await queryRows<{ 'QUERY PLAN': unknown }>(m, `EXPLAIN (FORMAT JSON) ${sql}`, [...params]);
+        return JSON.stringify(rows[0]['QUERY PLAN']);
+      });
+      expect(forced).not.toContain('idx_action_runs_due');
+    }
   });
 
   /**
