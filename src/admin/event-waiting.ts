@@ -11,6 +11,7 @@
 import type { EntityManager } from 'typeorm';
 import type { EventEntity } from '../database/event.entity.js';
 import { queryRows } from '../database/sql.js';
+import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from '../processing/runs-in-flight.js';
 
 export type WaitingReason =
   | { kind: 'evaluating'; lease_until: string }
@@ -26,7 +27,6 @@ export type WaitingReason =
     }
   | { kind: 'queued' };
 
-const UNFINISHED = `('pending', 'running', 'retrying')`;
 
 export async function whyWaiting(manager: EntityManager, event: EventEntity, now: Date): Promise<WaitingReason[]> {
   if (event.status !== 'received') return [];
@@ -52,7 +52,7 @@ async function behindResource(manager: EntityManager, event: EventEntity): Promi
   const runs = await queryRows<{ id: string; type: string; status: string; rule_id: string; event_id: string; next_attempt_at: string }>(
     manager,
     `SELECT a.id, a.type, a.status, a.rule_id, e.event_id, a.next_attempt_at FROM action_runs a JOIN events e ON e.seq = a.event_seq
-     WHERE a.resource_key = ? AND a.event_seq < ? AND a.status IN ${UNFINISHED} ORDER BY a.event_seq LIMIT 5`,
+     WHERE a.resource_key = ? AND a.event_seq < ? AND ${UNFINISHED_RUN} ORDER BY a.event_seq LIMIT 5`,
     [resource, event.seq],
   );
   if (runs.length > 0) {
@@ -75,7 +75,7 @@ async function causalBarrier(manager: EntityManager, event: EventEntity, at: str
     manager,
     `SELECT a.id, a.type, a.rule_id, a.created_at, a.lease_until, a.scope_kind, a.scope_parent, e.event_id
      FROM action_runs a LEFT JOIN events e ON e.seq = a.event_seq
-     WHERE a.status = 'running' AND a.scope_kind = ? AND ${event.scopeParent === null ? '' : '(a.scope_parent IS NULL OR a.scope_parent = ?) AND'}
+     WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ? AND ${event.scopeParent === null ? '' : '(a.scope_parent IS NULL OR a.scope_parent = ?) AND'}
        a.lease_until > ? AND a.created_at <= ?
      ORDER BY a.created_at LIMIT 5`,
     [event.scopeKind, ...(event.scopeParent === null ? [] : [event.scopeParent]), at, event.receivedAt],

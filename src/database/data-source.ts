@@ -29,7 +29,7 @@ import { UnleasedEvents1765200000000 } from './migrations/1765200000000-unleased
 import { SqliteUnseenByScope1765300000000 } from './migrations/1765300000000-sqlite-unseen-by-scope.js';
 import { RunsByResource1765400000000 } from './migrations/1765400000000-runs-by-resource.js';
 import { PostgresHotLeases1765500000000 } from './migrations/1765500000000-postgres-hot-leases.js';
-import { CreatingRunsByKey1765600000000 } from './migrations/1765600000000-creating-runs-by-key.js';
+import { RunsInFlightByKey1765600000000 } from './migrations/1765600000000-runs-in-flight-by-key.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -50,7 +50,7 @@ export const MIGRATIONS = [
   SqliteUnseenByScope1765300000000,
   RunsByResource1765400000000,
   PostgresHotLeases1765500000000,
-  CreatingRunsByKey1765600000000,
+  RunsInFlightByKey1765600000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

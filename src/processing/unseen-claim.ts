@@ -25,13 +25,7 @@
  * there), and each scope's events are a correlated `IN (… LIMIT n)`.
  */
 import type { DatabaseKind } from '../database/data-source.js';
-import { unindexed } from '../database/sql.js';
-
-/**
- * Creating runs in flight (the partial index idx_action_runs_creating_in_flight holds just these), in its predicate's
- * words: the status `unindexed`, so that no index of runs by status serves it (migration 1765600000000).
- */
-export const CREATING_IN_FLIGHT = `${unindexed('a.status')} = 'running' AND a.scope_kind IS NOT NULL`;
+import { CREATING_IN_FLIGHT } from './runs-in-flight.js';
 
 export const MAX_SCOPES = 100;
 

@@ -41,7 +41,8 @@ import type { DatabaseKind } from '../database/data-source.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
-import { CREATING_IN_FLIGHT, unseenScopedSql } from './unseen-claim.js';
+import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from './runs-in-flight.js';
+import { unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
 /** Evaluating an event takes milliseconds, lookups included; a dead holder's events wait this long. */
@@ -119,8 +120,7 @@ function claimFilters(kind: DatabaseKind): string {
         AND NOT EXISTS (SELECT 1 FROM events p
                         WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq${fence})
         AND NOT EXISTS (SELECT 1 FROM action_runs a
-                        WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq
-                          AND a.status IN ('pending', 'running', 'retrying')${fence})`;
+                        WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq AND ${UNFINISHED_RUN}${fence})`;
 }
 
 /**

@@ -8,9 +8,9 @@
  * events (event-commit.ts), with the index of events by status. A real
  * server, statistics made stale on purpose.
  *
- * So must the causal barrier find the creating runs in flight through their
- * own partial index, not the index of runs by status (which holds every
- * running run, and every dead entry of one).
+ * So must the causal barrier and per-resource ordering find the runs in
+ * flight through their own partial indexes, not the index of runs by status
+ * (which holds every run, and every dead entry of one).
  *
  * So must the claims, when they check again the rows their candidates name,
  * and the seen mark, which finds a batch's resources' waiting events by key:
@@ -166,7 +166,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(marked).toHaveLength(3);
   });
 
-  it('finds the creating runs in flight through their own index, not the index of runs by status', async () => {
+  it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
     await queryRows(
@@ -190,13 +190,16 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     const plan = await planOf(leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]);
     expect(plan).not.toContain('idx_action_runs_due');
     expect(plan).toContain('idx_action_runs_creating_in_flight');
+    expect(plan).toContain('idx_action_runs_unfinished');
     const claim = await planOf(claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]);
     expect(claim).not.toContain('idx_action_runs_due');
     expect(claim).toContain('idx_action_runs_creating_in_flight');
 
-    // Whatever the statistics: without that index, and with every other way made to look cheaper than a scan of the
-    // table, no index of runs by status serves the barrier (the plain `status = 'running'` went to idx_action_runs_due).
+    // Whatever the statistics: without those two indexes, and with every other way made to look cheaper than a scan of
+    // the table, no index of runs by status serves these conditions (the plain `status = 'running'`, or `IN`, went to
+    // idx_action_runs_due).
     await queryRows(manager, 'DROP INDEX idx_action_runs_creating_in_flight');
+    await queryRows(manager, 'DROP INDEX idx_action_runs_unfinished');
     for (const [sql, params] of [[leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]], [claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]]] as const) {
       const forced = await core.db.dataSource.transaction(async (m) => {
         await queryRows(m, 'SET LOCAL enable_seqscan = off');

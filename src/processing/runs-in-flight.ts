@@ -1,0 +1,15 @@
+/**
+ * Action runs in flight, in the words of the two partial indexes that hold
+ * just them (migration 1765600000000): the status as `(status || '')`, the
+ * same value, so that those indexes serve the conditions and no index of runs
+ * by status can. Not sql.ts's `unindexed` (COALESCE): the claims check a run's
+ * status again in those words, and that check must imply neither predicate, or
+ * the planner reads a whole partial index for it. Table alias `a`.
+ */
+const STATUS = `(a.status || '')`;
+
+/** Creating runs in flight (idx_action_runs_creating_in_flight: scope kind, created_at): what the causal barrier waits for. */
+export const CREATING_IN_FLIGHT = `${STATUS} = 'running' AND a.scope_kind IS NOT NULL`;
+
+/** Unfinished runs (idx_action_runs_unfinished: resource key, event seq): what per-resource ordering waits for. */
+export const UNFINISHED_RUN = `${STATUS} IN ('pending', 'running', 'retrying')`;
