@@ -271,7 +271,6 @@ export class WorkQueue {
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
-
   async claimEvents(limit: number): Promise<ClaimedEvent[]> {
     return this.db.write((manager) => this.claimEventsIn(statementsOf(manager), limit));
   }
