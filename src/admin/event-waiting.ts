@@ -27,7 +27,6 @@ export type WaitingReason =
     }
   | { kind: 'queued' };
 
-
 export async function whyWaiting(manager: EntityManager, event: EventEntity, now: Date): Promise<WaitingReason[]> {
   if (event.status !== 'received') return [];
   const at = now.toISOString();

@@ -34,12 +34,12 @@ export async function queryRows<T = Record<string, unknown>>(
 
 /**
  * A NOT NULL column as a condition no index serves (`COALESCE` of it with
- * `empty`, a value of its type: the same value), for statements that find their
- * rows by key. Nor does a partial index whose predicate names the column. PostgreSQL plans
- * from statistics, and those of a table that grew or churned within seconds
- * can say a status has almost no rows while it has thousands: a plain
- * `status = …` then walks the status's index (through every row of that
- * status and every dead entry of one since the last vacuum) instead of
+ * `empty`, a value of its type: the same value), nor any partial index whose
+ * predicate tests the column, for statements that find their rows by key.
+ * PostgreSQL plans from statistics, and those of a table that grew or churned
+ * within seconds can say a status has almost no rows while it has thousands:
+ * a plain `status = …` then walks the status's index (through every row of
+ * that status and every dead entry of one since the last vacuum) instead of
  * probing the keys (young-statistics.spec.ts).
  */
 export function unindexed(column: string, empty = "''"): string {
