@@ -109,8 +109,8 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     return found;
   }
 
-  it('checks again the events a claim has chosen through the primary key, not an index of waiting events', async () => {
-    const now = '2026-11-27T00:00:00.000Z';
+  /** 3,000 events already processed, about task:1 … task:3000, and statistics taken of them. */
+  async function processedEvents(now: string): Promise<void> {
     await queryRows(
       core.db.manager,
       `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
@@ -118,12 +118,18 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       [now, now],
     );
     await queryRows(core.db.manager, 'ANALYZE events');
+  }
+
+  /** The event claim's parameters as claimEventsIn binds them: the lease; the scans before the barrier; after it, seen; after it, unseen; the recheck. */
+  const eventClaimParams = (now: string, limit: number) => ['me', now, now, now, limit, now, now, limit, now, now, limit, now, now, now, limit, limit, now, limit];
+
+  it('checks again the events a claim has chosen through the primary key, not an index of waiting events', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await processedEvents(now);
     await queryRows(core.db.manager, `UPDATE events SET status = 'received' WHERE seq > 2000`);
 
     const limit = 32;
-    // As claimEventsIn binds them: the lease; the scans before the barrier; after it, seen; after it, unseen; the recheck.
-    const params = ['me', now, now, now, limit, now, now, limit, now, now, limit, now, now, now, limit, limit, now, limit];
-    const { indexes } = await indexesFor('c', claimEventsSql('postgres', '?'), params);
+    const { indexes } = await indexesFor('c', claimEventsSql('postgres', '?'), eventClaimParams(now, limit));
     expect(indexes.length).toBeGreaterThan(0);
     expect(indexes.filter((name) => !name.startsWith('PK_'))).toEqual([]);
   });
@@ -149,13 +155,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
 
   it("marks a batch's resources seen through their key, not the index of waiting unseen events", async () => {
     const now = '2026-11-27T00:00:00.000Z';
-    await queryRows(
-      core.db.manager,
-      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.updated', 'task:' || g, 'processed', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, 3000) g`,
-      [now, now],
-    );
-    await queryRows(core.db.manager, 'ANALYZE events');
+    await processedEvents(now);
     await queryRows(core.db.manager, `UPDATE events SET status = 'received', seen_resource = FALSE WHERE seq > 2000`);
 
     const keys = ['task:2001', 'task:2002', 'task:2003'];
@@ -191,7 +191,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(plan).not.toContain('idx_action_runs_due');
     expect(plan).toContain('idx_action_runs_creating_in_flight');
     expect(plan).toContain('idx_action_runs_unfinished');
-    const claim = await planOf(claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]);
+    const claim = await planOf(claimEventsSql('postgres', '?'), eventClaimParams(now, 32));
     expect(claim).not.toContain('idx_action_runs_due');
     expect(claim).toContain('idx_action_runs_creating_in_flight');
 
@@ -200,7 +200,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // idx_action_runs_due).
     await queryRows(manager, 'DROP INDEX idx_action_runs_creating_in_flight');
     await queryRows(manager, 'DROP INDEX idx_action_runs_unfinished');
-    for (const [sql, params] of [[leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]], [claimEventsSql('postgres', '?'), ['me', now, now, now, 32, now, now, 32, now, now, 32, now, now, now, 32, 32, now, 32]]] as const) {
+    for (const [sql, params] of [[leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]], [claimEventsSql('postgres', '?'), eventClaimParams(now, 32)]] as const) {
       const forced = await core.db.dataSource.transaction(async (m) => {
         await queryRows(m, 'SET LOCAL enable_seqscan = off');
         const rows = await queryRows<{ 'QUERY PLAN': unknown }>(m, `EXPLAIN (FORMAT JSON) ${sql}`, [...params]);
