@@ -25,11 +25,12 @@
  */
 import { Logger } from '@nestjs/common';
 import { queryRows } from '../database/sql.js';
+import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
-import { claimActionRunsSql, claimEventsSql, leaseFreshSql } from './work-queue.js';
+import { claimActionRunsSql, claimEventsSql, inDueOrder, leaseFreshSql } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -159,11 +160,79 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     await queryRows(core.db.manager, `UPDATE events SET status = 'received', seen_resource = FALSE WHERE seq > 2000`);
 
     const keys = ['task:2001', 'task:2002', 'task:2003'];
-    const { indexes, conditions } = await indexesFor('events', MARK_SEEN_MANY, [keys]);
+    const { indexes, conditions } = await indexesFor('u', MARK_SEEN_MANY, [keys]);
     expect(indexes).toEqual(['idx_events_resource_seq']);
-    expect(conditions.join(' ')).toMatch(/resource_key\)::text = ANY/);
+    expect(conditions.join(' ')).toMatch(/resource_key\)::text = k\.key/);
     const marked = await queryRows(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [keys]);
     expect(marked).toHaveLength(3);
+  });
+
+  it("marks a whole batch's resources seen by key on a table of a few thousand events, not by reading the table", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await processedEvents(now);
+    await queryRows(core.db.manager, `UPDATE events SET status = 'received', seen_resource = FALSE WHERE seq > 2900`);
+
+    // As one `resource_key = ANY(…)` of 64 keys, this was a scan of the whole table.
+    const keys = Array.from({ length: 64 }, (_, i) => `task:${2901 + i}`);
+    const plan = await planOf(MARK_SEEN_MANY, [keys]);
+    expect(plan).not.toContain('Seq Scan');
+    expect((await indexesFor('u', MARK_SEEN_MANY, [keys])).indexes).toEqual(['idx_events_resource_seq']);
+    const marked = await queryRows<{ seq: number }>(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [keys]);
+    expect(marked.map(({ seq }) => Number(seq)).sort((a, b) => a - b)).toEqual(keys.map((_, i) => 2901 + i));
+    // Only waiting events about those resources, and only once.
+    expect(await queryRows(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [[...keys, 'task:1', 'task:2990']])).toHaveLength(1);
+  });
+
+  it('walks the due action runs in order and stops at the limit, however few runs the statistics counted', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const manager = core.db.manager;
+    // Times in no particular order, so that the heap's order tells nothing of the index's.
+    const dueAt = (g: string) => `'2026-11-26T' || lpad(((${g} * 7919) % 1000 / 60)::text, 2, '0') || ':' || lpad(((${g} * 7919) % 60)::text, 2, '0') || ':00.000Z'`;
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT 'run-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.create',
+              CASE WHEN g % 50 = 0 THEN 'pending' WHEN g % 2 = 0 THEN 'running' ELSE 'succeeded' END, 1, ${dueAt('g')}, ?, ?
+       FROM generate_series(1, 1000) g`,
+      [now, now],
+    );
+    await queryRows(manager, 'ANALYZE action_runs');
+    // After the statistics: 500 more runs queued, all but 30 of them done since (each leaves a dead entry).
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT 'new-' || g, 'y-' || g, g, 'task:' || g, 'rule', 0, 'task.create', 'pending', 1, ${dueAt('g + 17')}, ?, ? FROM generate_series(1, 500) g`,
+      [now, now],
+    );
+    await queryRows(manager, `UPDATE action_runs SET status = 'succeeded' WHERE id LIKE 'new-%' AND event_seq > 30`);
+
+    const params = ['me', now, now, now, now, 32, now, now, 32, now, 32];
+    type Node = { 'Node Type': string; 'Index Name'?: string; 'Subplan Name'?: string; Alias?: string; Plans?: Node[] };
+    const explain = `EXPLAIN (FORMAT JSON) ${claimActionRunsSql(false)}`;
+    /** The nodes that find the pending runs (under the subquery pending_runs). */
+    const pendingScan = (rows: Array<{ 'QUERY PLAN': Array<{ Plan: Node }> }>) => {
+      const found: string[] = [];
+      const visit = (node: Node, under: boolean): void => {
+        const inside = under || node.Alias === 'pending_runs';
+        if (inside) found.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}`);
+        for (const child of node.Plans ?? []) visit(child, inside);
+      };
+      visit(rows[0]['QUERY PLAN'][0].Plan, false);
+      return found;
+    };
+    // On its own, the statement is planned as a read of every pending run and a sort (a bitmap here).
+    const plain = pendingScan(await queryRows(manager, explain, params));
+    expect(plain).toContain('Sort');
+    const claim = pendingScan(await core.db.write((m) => inDueOrder(statementsOf(m), explain, params)));
+    expect(claim).toEqual(['Subquery Scan', 'Limit', 'Index Scan idx_action_runs_due']);
+
+    // And claims the first 32 of the 50 runs pending, in due order, none of those done.
+    const expected = await queryRows<{ id: string }>(manager, `SELECT id FROM action_runs WHERE status = 'pending' ORDER BY next_attempt_at, id LIMIT 32`);
+    const claimed = await core.db.write((m) => inDueOrder<{ id: string }>(statementsOf(m), claimActionRunsSql(false), params));
+    expect(claimed).toHaveLength(32);
+    expect(claimed.map(({ id }) => id).sort()).toEqual(expected.map(({ id }) => id).sort());
+    // The settings were the claim's transaction's alone.
+    expect(await queryRows(manager, 'SHOW enable_bitmapscan')).toEqual([{ enable_bitmapscan: 'on' }]);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
