@@ -8,7 +8,7 @@
  */
 const STATUS = `(a.status || '')`;
 
-/** Creating runs in flight (idx_action_runs_creating_in_flight: created_at): what the causal barrier waits for. */
+/** Creating runs in flight (idx_action_runs_creating_in_flight: scope kind, created_at): what the causal barrier waits for. */
 export const CREATING_IN_FLIGHT = `${STATUS} = 'running' AND a.scope_kind IS NOT NULL`;
 
 /** Unfinished runs (idx_action_runs_unfinished: resource key, event seq): what per-resource ordering waits for. */

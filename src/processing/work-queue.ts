@@ -155,8 +155,8 @@ export function leaseFreshSql(kind: DatabaseKind): string {
       ? 'e.seq = ANY(ARRAY(SELECT f.seq FROM events f WHERE f.event_id = ANY(?::varchar[]) AND f.received_at = ?))'
       : 'e.seq IN (SELECT value FROM json_each(?))';
   // PostgreSQL: the oldest creating run in flight in the event's scope (HELD_FROM), the first entry of
-  // idx_action_runs_creating_in_flight (created_at) that is in it; as a NOT EXISTS, on the young statistics of a table
-  // that grew in seconds, it read the whole table for every new event.
+  // idx_action_runs_creating_in_flight (scope_kind, created_at) that is in it; as a NOT EXISTS, on the young statistics of a table that grew in
+  // seconds, it read the whole table for every new event.
   const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
   // PostgreSQL: the status `unindexed` (sql.ts), so that no index of waiting events competes with the new events' seqs.
   const waiting = kind === 'postgres' ? `${unindexed('e.status')} = 'received'` : `e.status = 'received'`;

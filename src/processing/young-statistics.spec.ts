@@ -279,47 +279,6 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     }
   });
 
-  it('finds the oldest creating run in flight for the causal barrier as one entry, not by reading every one', async () => {
-    const now = '2026-11-27T00:00:00.000Z';
-    const manager = core.db.manager;
-    await queryRows(
-      manager,
-      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent)
-       SELECT 'run-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.create', 'running', 1, ?, to_char(timestamp '2026-11-26' + g * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), ?,
-              'task', 'prj_1' FROM generate_series(1, 1000) g`,
-      [now, now],
-    );
-    await queryRows(manager, `UPDATE action_runs SET lease_owner = 'me', lease_until = '2026-11-27T00:01:00.000Z'`);
-    await queryRows(
-      manager,
-      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'prj_1', 'received', 'webhook', '{}', ?, ? FROM generate_series(1, 100) g`,
-      [now, now],
-    );
-    await queryRows(manager, 'ANALYZE action_runs, events');
-
-    type Node = { 'Index Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: Node[] };
-    const entriesRead = async (sql: string, params: unknown[]) => {
-      const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(manager, `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
-      let read = 0;
-      const visit = (node: Node): void => {
-        if (node['Index Name'] === 'idx_action_runs_creating_in_flight') read += node['Actual Rows'] * node['Actual Loops'];
-        for (const child of node.Plans ?? []) visit(child);
-      };
-      visit(rows[0]['QUERY PLAN'][0].Plan);
-      return read;
-    };
-    // Every event waits behind the first create (created the day before): the claim takes none, and reads one entry
-    // for the barrier and one for the scope's oldest create (MIN over (scope kind, created_at) read all 1,000).
-    const read = await entriesRead(claimEventsSql('postgres', '?'), eventClaimParams(now, 32));
-    expect(read).toBeGreaterThan(0);
-    expect(read).toBeLessThanOrEqual(4);
-    const ids = Array.from({ length: 10 }, (_, i) => `evt-${i + 1}`);
-    const fresh = await entriesRead(leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]);
-    expect(fresh).toBeGreaterThan(0);
-    expect(fresh).toBeLessThanOrEqual(10);
-  });
-
   /**
    * What EXPLAIN ANALYZE found: how many rows the planner expected to read from `table` (where the join order comes
    * from), rows compared and thrown away by joins, and the most times a function scan (the batch's rows) ran.
