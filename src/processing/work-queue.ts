@@ -72,13 +72,14 @@ const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
     AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent)
     AND a.lease_until > ? AND a.created_at <= e.received_at)`;
 /**
- * When the oldest creating run in flight under a live lease (`?`: now) that could have caused event `e` was created.
- * A MIN written as the first row in created_at order: as MIN(a.created_at), PostgreSQL planned on young statistics
- * read every creating run in flight of the event's kind for every new event (50–90 under load) instead of the oldest.
+ * When the oldest creating run in flight under a live lease (`?`: now) that could have caused an event of scope
+ * (`kind`, `parent`) was created. A MIN written as the first row in created_at order: as MIN(a.created_at),
+ * PostgreSQL planned on young statistics read every creating run in flight of the event's kind for every new event
+ * (50–90 under load) instead of the oldest.
  */
-const HELD_FROM = `(SELECT a.created_at FROM action_runs a
-  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
-    AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent) AND a.lease_until > ?
+const heldFrom = (kind: string, parent: string) => `(SELECT a.created_at FROM action_runs a
+  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ${kind}
+    AND (a.scope_parent IS NULL OR ${parent} IS NULL OR a.scope_parent = ${parent}) AND a.lease_until > ?
   ORDER BY a.created_at LIMIT 1)`;
 
 /**
@@ -141,32 +142,46 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
  * Leases to this process the events a commit has just stored that it may evaluate now, in that same commit: the
  * conditions of the claim, with the causal barrier checked against each unseen resource's scope. SQLite finds them by
  * seq (`seqs`, a JSON array); PostgreSQL by id among those received at the commit's time (`ids`, `receivedAt`), so
- * that the statement can follow the INSERT before its answer is back, with a LIMIT (`room`). Placeholders: owner,
- * lease until, the events (seqs; or ids and receivedAt), now, now, now (runs' leases), and on PostgreSQL room. No
- * LIMIT on SQLite: the caller passes only as many events as it has room for (a bound LIMIT would have SQLite plan
- * the statement again each time, see limitSql).
+ * that the statement can follow the INSERT before its answer is back, with a LIMIT (`room`). Placeholders on SQLite:
+ * owner, lease until, the seqs, now, now, now (runs' leases); on PostgreSQL: the ids, receivedAt, now (runs' leases),
+ * owner, lease until, now, now, room. No LIMIT on SQLite: the caller passes only as many events as it has room for (a
+ * bound LIMIT would have SQLite plan the statement again each time, see limitSql).
  */
 export function leaseFreshSql(kind: DatabaseKind): string {
-  // PostgreSQL: the new events' seqs first, through the unique index on event_id (or received_at), then each row by
-  // its primary key. Planned as one scan, the ids' condition was ANDed in a bitmap with idx_events_status_seq, which
-  // read every waiting event for each commit's few.
-  const fresh =
-    kind === 'postgres'
-      ? 'e.seq = ANY(ARRAY(SELECT f.seq FROM events f WHERE f.event_id = ANY(?::varchar[]) AND f.received_at = ?))'
-      : 'e.seq IN (SELECT value FROM json_each(?))';
-  // PostgreSQL: the oldest creating run in flight in the event's scope (HELD_FROM), the first entry of
-  // idx_action_runs_creating_in_flight (scope_kind, created_at) that is in it; as a NOT EXISTS, on the young statistics of a table that grew in
-  // seconds, it read the whole table for every new event.
-  const outside = kind === 'postgres' ? `e.received_at < COALESCE(${HELD_FROM}, '9999')` : OUTSIDE_EVERY_SCOPE;
-  // PostgreSQL: the status `unindexed` (sql.ts), so that no index of waiting events competes with the new events' seqs.
-  const waiting = kind === 'postgres' ? `${unindexed('e.status')} = 'received'` : `e.status = 'received'`;
+  if (kind === 'postgres') return LEASE_FRESH_POSTGRES;
   return `UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq IN (
       SELECT e.seq FROM events e
-      WHERE ${fresh} AND ${waiting} AND ${claimFilters(kind)}
-        AND (e.seen_resource OR ${outside})${kind === 'postgres' ? ' ORDER BY e.seq LIMIT ?' : ''})
+      WHERE e.seq IN (SELECT value FROM json_each(?)) AND e.status = 'received' AND ${claimFilters(kind)}
+        AND (e.seen_resource OR ${OUTSIDE_EVERY_SCOPE}))
     RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 }
+
+/**
+ * PostgreSQL: the new events' seqs first (`fresh`), through the unique index on event_id (or received_at), then each
+ * row by its primary key. Planned as one scan, the ids' condition was ANDed in a bitmap with idx_events_status_seq,
+ * which read every waiting event for each commit's few. The status `unindexed` (sql.ts), so that no index of waiting
+ * events competes with the seqs.
+ *
+ * The oldest creating run in flight (`heldFrom`) is looked up once per scope of the new events (`held`), not once per
+ * event: a commit's events are mostly of a few scopes, and each lookup walks idx_action_runs_creating_in_flight past
+ * the entries of creates ended too recently to be marked dead (11 a lookup under load). As a NOT EXISTS, on the young
+ * statistics of a table that grew in seconds, it read the whole table for every new event.
+ */
+const LEASE_FRESH_POSTGRES = `
+  WITH fresh AS MATERIALIZED (
+    SELECT f.seq, f.scope_kind, f.scope_parent FROM events f WHERE f.event_id = ANY(?::varchar[]) AND f.received_at = ?),
+  held AS MATERIALIZED (
+    SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
+    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM fresh WHERE scope_kind IS NOT NULL) s)
+  UPDATE events SET lease_owner = ?, lease_until = ?
+  WHERE seq IN (
+    SELECT e.seq FROM events e
+    WHERE e.seq = ANY(ARRAY(SELECT seq FROM fresh)) AND ${unindexed('e.status')} = 'received' AND ${claimFilters('postgres')}
+      AND (e.seen_resource OR e.received_at < COALESCE(
+        (SELECT h.since FROM held h WHERE h.kind = e.scope_kind AND h.parent IS NOT DISTINCT FROM e.scope_parent), '9999'))
+    ORDER BY e.seq LIMIT ?)
+  RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
 function skipLocked(kind: DatabaseKind): string {
@@ -337,7 +352,7 @@ export class WorkQueue {
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     const now = this.clock.now().toISOString();
     if (this.db.kind === 'postgres') {
-      const leasing = room > 0 ? sql.rows<ClaimedEvent>(this.leaseFreshText, [...lease, fresh.eventIds, fresh.receivedAt, now, now, now, room]) : [];
+      const leasing = room > 0 ? sql.rows<ClaimedEvent>(this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
       const [rows, seqs] = await Promise.all([leasing, fresh.inserted]);
       return { events: rows.sort((a, b) => a.seq - b.seq), complete: seqs.length <= room };
     }

@@ -235,6 +235,45 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(await queryRows(manager, 'SHOW enable_bitmapscan')).toEqual([{ enable_bitmapscan: 'on' }]);
   });
 
+  /** leaseFresh's parameters on PostgreSQL: the new events' ids and time received, now, the lease, now, now, the room. */
+  const leaseFreshParams = (ids: string[], now: string) => [ids, now, now, 'me', now, now, now, 32];
+
+  it("looks up the oldest creating run in flight once per scope of a commit's new events, not once per event", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const manager = core.db.manager;
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent, lease_owner, lease_until)
+       SELECT 'run-' || g, 'x-' || g, g, NULL, 'rule', 0, 'task.create', CASE WHEN g <= 100 THEN 'running' ELSE 'succeeded' END, 1, ?, '2026-11-26T00:00:00.000Z', ?,
+              'task', 'project:prj_' || (g % 2), 'me', '2026-11-27T00:01:00.000Z'
+       FROM generate_series(1, 3000) g`,
+      [now, now],
+    );
+    // Twenty new events about unseen tasks: ten in each of two projects, and one about the project itself.
+    await queryRows(
+      manager,
+      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'project:prj_' || (g % 2), 'received', 'webhook', '{}', ?, ? FROM generate_series(1, 20) g
+       UNION ALL SELECT 'evt-p', 'project.updated', 'project:prj_9', NULL, NULL, 'received', 'webhook', '{}', ?, ?`,
+      [now, now, now, now],
+    );
+    await queryRows(manager, 'ANALYZE action_runs, events');
+
+    type Node = { 'Index Name'?: string; 'Actual Loops': number; Plans?: Node[] };
+    const ids = [...Array.from({ length: 20 }, (_, i) => `evt-${i + 1}`), 'evt-p'];
+    const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(manager, `EXPLAIN (ANALYZE, FORMAT JSON) ${leaseFreshSql('postgres')} `, leaseFreshParams(ids, now));
+    let lookups = 0;
+    const visit = (node: Node): void => {
+      if (node['Index Name'] === 'idx_action_runs_creating_in_flight') lookups += node['Actual Loops'];
+      for (const child of node.Plans ?? []) visit(child);
+    };
+    visit(rows[0]['QUERY PLAN'][0].Plan);
+    expect(lookups).toBe(2);
+    // The tasks wait behind the creates in their projects; the event about no scope does not.
+    const leased = await queryRows<{ event_id: string }>(manager, `SELECT event_id FROM events WHERE lease_owner = 'me'`);
+    expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-p']);
+  });
+
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
@@ -256,7 +295,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     await queryRows(manager, `UPDATE events SET status = 'received' WHERE seq > 2990`);
 
     const ids = Array.from({ length: 10 }, (_, i) => `evt-${2991 + i}`);
-    const plan = await planOf(leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]);
+    const plan = await planOf(leaseFreshSql('postgres'), leaseFreshParams(ids, now));
     expect(plan).not.toContain('idx_action_runs_due');
     expect(plan).toContain('idx_action_runs_creating_in_flight');
     expect(plan).toContain('idx_action_runs_unfinished');
@@ -269,7 +308,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // idx_action_runs_due).
     await queryRows(manager, 'DROP INDEX idx_action_runs_creating_in_flight');
     await queryRows(manager, 'DROP INDEX idx_action_runs_unfinished');
-    for (const [sql, params] of [[leaseFreshSql('postgres'), ['me', now, ids, now, now, now, now, 32]], [claimEventsSql('postgres', '?'), eventClaimParams(now, 32)]] as const) {
+    for (const [sql, params] of [[leaseFreshSql('postgres'), leaseFreshParams(ids, now)], [claimEventsSql('postgres', '?'), eventClaimParams(now, 32)]] as const) {
       const forced = await core.db.dataSource.transaction(async (m) => {
         await queryRows(m, 'SET LOCAL enable_seqscan = off');
         const rows = await queryRows<{ 'QUERY PLAN': unknown }>(m, `EXPLAIN (FORMAT JSON) ${sql}`, [...params]);
