@@ -24,13 +24,13 @@
  * `guardedRowsOf`).
  */
 import { Logger } from '@nestjs/common';
-import { queryRows } from '../database/sql.js';
+import { queryRows, toDialect } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
-import { claimActionRunsSql, claimEventsSql, inDueOrder, leaseFreshSql } from './work-queue.js';
+import { claimActionRunsSql, claimEventsSql, inDueOrder, leaseFreshSql, leasePlannedOnce, PLANNED_ONCE_BY_KEY } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -272,6 +272,58 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // The tasks wait behind the creates in their projects; the event about no scope does not.
     const leased = await queryRows<{ event_id: string }>(manager, `SELECT event_id FROM events WHERE lease_owner = 'me'`);
     expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-p']);
+  });
+
+  it("plans intake's lease of fresh events once, through indexes alone, even while its tables are a few rows", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const manager = core.db.manager;
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent, lease_owner, lease_until)
+       VALUES ('run-1', 'x-1', 1, NULL, 'rule', 0, 'task.create', 'running', 1, ?, '2026-11-26T00:00:00.000Z', ?, 'task', 'project:prj_1', 'me', '2026-11-27T00:01:00.000Z')`,
+      [now, now],
+    );
+    await queryRows(
+      manager,
+      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'project:prj_' || g, 'received', 'webhook', '{}', ?, ? FROM generate_series(1, 3) g`,
+      [now, now],
+    );
+    await queryRows(manager, 'ANALYZE action_runs, events');
+
+    type Node = { 'Node Type': string; 'Index Name'?: string; 'Index Cond'?: string; Plans?: Node[] };
+    const nodes = (node: Node): Node[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
+    const params = leaseFreshParams(['evt-1', 'evt-2', 'evt-3'], now);
+    // As a session of the engine runs it: a prepared statement, here prepared by name in SQL.
+    const planned = (settings: string) =>
+      core.db.dataSource.transaction(async (m) => {
+        await queryRows(m, settings);
+        await queryRows(m, `PREPARE lease AS ${toDialect(leaseFreshSql('postgres'), 'postgres')}`);
+        // A utility statement takes no bound parameters: the values written in.
+        const literal = (value: unknown): string =>
+          Array.isArray(value) ? `ARRAY[${value.map(literal).join(', ')}]` : typeof value === 'number' ? String(value) : `'${String(value).replace(/'/g, "''")}'`;
+        const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(m, `EXPLAIN (FORMAT JSON) EXECUTE lease(${params.map(literal).join(', ')})`);
+        await queryRows(m, 'DEALLOCATE lease');
+        return nodes(rows[0]['QUERY PLAN'][0].Plan);
+      });
+
+    // A generic plan made on tables of a few rows reads them whole, and would for as long as it is kept.
+    const plain = await planned("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
+    expect(plain.map((n) => n['Node Type'])).toContain('Seq Scan');
+
+    const plan = await planned(PLANNED_ONCE_BY_KEY);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    // Generic: made for any values (`$n` in its conditions). The new events found by their ids or their time received,
+    // then by seq, as are the rows it leases (not a walk of the primary key from its start: no condition).
+    const byKey = (n: Node) => n['Node Type'].includes('Index');
+    expect(plan.some((n) => byKey(n) && /(event_id\)::text = ANY \(\$1|received_at\)::text = \$2)/.test(n['Index Cond'] ?? ''))).toBe(true);
+    expect(plan.filter((n) => byKey(n) && n['Index Cond'] === undefined)).toEqual([]);
+    expect(plan.map((n) => n['Node Type'])).not.toContain('Merge Join');
+    expect(plan.map((n) => n['Index Name'])).toContain('idx_action_runs_creating_in_flight');
+
+    // And it leases what the custom plan would: the event of the project without a create in flight.
+    const leased = await core.db.write((m) => leasePlannedOnce<{ event_id: string }>(statementsOf(m), leaseFreshSql('postgres'), params));
+    expect(leased.map(({ event_id }) => event_id).sort()).toEqual(['evt-2', 'evt-3']);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
