@@ -17,7 +17,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { engineEnv, rulesDir, spawnEngine, startEngine as startTestEngine } from '../test/support/engine.js';
-import { freePort } from '../test/support/round-trip.js';
+import { freePort } from '../test/support/ports.js';
 import { waitUntil } from '../test/support/wait.js';
 import type { Cleanup } from './bench-cleanup.js';
 import type { Layout } from './bench-options.js';

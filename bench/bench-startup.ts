@@ -8,7 +8,7 @@
 import { rmSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { spawnEngine } from '../test/support/engine.js';
-import { freePort } from '../test/support/round-trip.js';
+import { freePort } from '../test/support/ports.js';
 import type { BenchDatabase } from './bench-databases.js';
 import { BENCH_RULE, benchEnv, ENGINE_MAIN, writeRules } from './bench-engine.js';
 import { ruleDefinitions } from './bench-matching.js';

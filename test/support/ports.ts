@@ -5,9 +5,21 @@
  * started on a port found that way is started again on another one when it
  * exits with EADDRINUSE.
  */
-import { freePort } from './round-trip.js';
+import { createServer } from 'node:net';
 
 const TRIES = 4;
+
+/** A port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<{ started: T; port: number }> {
   for (let tries = 1; ; tries++) {

@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { withPostgresClient } from './databases.js';
-import { freePort } from './round-trip.js';
+import { freePort } from './ports.js';
 
 const run = promisify(execFile);
 

@@ -5,27 +5,17 @@
  *
  * The simulator's webhook URL is fixed when it starts and the engine's port is
  * known only once it listens, so a port is reserved for the simulator first, the
- * engine is started pointing at it, and then the simulator takes that port.
+ * engine is started pointing at it, and then the simulator takes that port (or,
+ * when another process took it meanwhile, all of it starts again on another).
  */
 import { createServer as createHttpServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer } from 'node:net';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/simulator.js';
 import { USER_AGENT } from '../../src/actions/service-client.js';
 import { notYet, unfinishedWork } from './admin.js';
 import { startEngine, TEST_SECRET, type RunningEngine } from './engine.js';
+import { onFreePort } from './ports.js';
 import { waitUntil } from './wait.js';
 
-/** A port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export interface RoundTrip {
   engine: RunningEngine;
@@ -45,10 +35,17 @@ export interface RoundTripOptions extends SimulatorOptions {
   slowAnswers?: number;
 }
 
-/** Starts the engine (in this process) and a simulator whose webhooks go to it. */
+/**
+ * Starts the engine (in this process) and a simulator whose webhooks go to it. The simulator's port is chosen before
+ * the engine starts (the engine is told where the service is) and taken after: when another process took it meanwhile,
+ * all of it starts again on another port (ports.ts).
+ */
 export async function startRoundTrip(env: Record<string, string | undefined>, options: RoundTripOptions = {}): Promise<RoundTrip> {
+  return (await onFreePort((simPort) => startRoundTripOn(simPort, env, options))).started;
+}
+
+async function startRoundTripOn(simPort: number, env: Record<string, string | undefined>, options: RoundTripOptions): Promise<RoundTrip> {
   const { answerDelayMs, slowAnswers, ...simOptions } = options;
-  const simPort = await freePort();
   const proxy = answerDelayMs === undefined ? undefined : await startSlowAnswers(simPort, answerDelayMs, slowAnswers ?? Infinity);
   const apiPort = proxy ? (proxy.address() as { port: number }).port : simPort;
   const closeProxy = () => new Promise<void>((resolve) => (proxy ? (proxy.closeAllConnections(), proxy.close(() => resolve())) : resolve()));
