@@ -238,24 +238,42 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
   /** leaseFresh's parameters on PostgreSQL: the new events' ids and time received, now, the lease, now, now, the room. */
   const leaseFreshParams = (ids: string[], now: string) => [ids, now, now, 'me', now, now, now, 32];
 
+  /**
+   * `count` creates of tasks made the day before, in projects prj_0 … prj_<projects - 1> (run g in prj_<g % projects>):
+   * the first `inFlight` running under a live lease, the others done.
+   */
+  async function creatingRuns(now: string, count: number, inFlight: number, projects: number): Promise<void> {
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent, lease_owner, lease_until)
+       SELECT 'run-' || g, 'x-' || g, g, NULL, 'rule', 0, 'task.create', CASE WHEN g <= ${inFlight} THEN 'running' ELSE 'succeeded' END, 1, ?, '2026-11-26T00:00:00.000Z', ?,
+              'task', 'project:prj_' || (g % ${projects}), 'me', '2026-11-27T00:01:00.000Z'
+       FROM generate_series(1, ${count}) g`,
+      [now, now],
+    );
+  }
+
+  /** `count` new events about unseen tasks received `now`, evt-g in project prj_<g % projects>. */
+  async function newTaskEvents(now: string, count: number, projects: number): Promise<void> {
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'project:prj_' || (g % ${projects}), 'received', 'webhook', '{}', ?, ? FROM generate_series(1, ${count}) g`,
+      [now, now],
+    );
+  }
+
   it("looks up the oldest creating run in flight once per scope of a commit's new events, not once per event", async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
+    await creatingRuns(now, 3000, 100, 2);
+    // Twenty new events about unseen tasks: ten in each of two projects, and one about a project (no scope).
+    await newTaskEvents(now, 20, 2);
     await queryRows(
       manager,
-      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent, lease_owner, lease_until)
-       SELECT 'run-' || g, 'x-' || g, g, NULL, 'rule', 0, 'task.create', CASE WHEN g <= 100 THEN 'running' ELSE 'succeeded' END, 1, ?, '2026-11-26T00:00:00.000Z', ?,
-              'task', 'project:prj_' || (g % 2), 'me', '2026-11-27T00:01:00.000Z'
-       FROM generate_series(1, 3000) g`,
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, received_at, next_attempt_at)
+       VALUES ('evt-p', 'project.updated', 'project:prj_9', 'received', 'webhook', '{}', ?, ?)`,
       [now, now],
-    );
-    // Twenty new events about unseen tasks: ten in each of two projects, and one about the project itself.
-    await queryRows(
-      manager,
-      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'project:prj_' || (g % 2), 'received', 'webhook', '{}', ?, ? FROM generate_series(1, 20) g
-       UNION ALL SELECT 'evt-p', 'project.updated', 'project:prj_9', NULL, NULL, 'received', 'webhook', '{}', ?, ?`,
-      [now, now, now, now],
     );
     await queryRows(manager, 'ANALYZE action_runs, events');
 
@@ -277,18 +295,9 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
   it("plans intake's lease of fresh events once, through indexes alone, even while its tables are a few rows", async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
-    await queryRows(
-      manager,
-      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at, scope_kind, scope_parent, lease_owner, lease_until)
-       VALUES ('run-1', 'x-1', 1, NULL, 'rule', 0, 'task.create', 'running', 1, ?, '2026-11-26T00:00:00.000Z', ?, 'task', 'project:prj_1', 'me', '2026-11-27T00:01:00.000Z')`,
-      [now, now],
-    );
-    await queryRows(
-      manager,
-      `INSERT INTO events (event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.created', 'task:new-' || g, 'task', 'project:prj_' || g, 'received', 'webhook', '{}', ?, ? FROM generate_series(1, 3) g`,
-      [now, now],
-    );
+    // One create in flight, in prj_1; three new events, in prj_1, prj_2 and prj_3.
+    await creatingRuns(now, 1, 1, 4);
+    await newTaskEvents(now, 3, 4);
     await queryRows(manager, 'ANALYZE action_runs, events');
 
     type Node = { 'Node Type': string; 'Index Name'?: string; 'Index Cond'?: string; Plans?: Node[] };
