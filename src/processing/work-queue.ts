@@ -184,22 +184,36 @@ const LEASE_FRESH_POSTGRES = `
   RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 
 /**
- * PostgreSQL, for the rest of an intake commit (only the lease of fresh events follows the INSERT): a generic plan,
- * made once per session and kept until the statistics of its tables change, and neither bitmap nor sequential scans,
- * so that the plan can only find rows through indexes, by key, as the custom plans made for every commit did. Planning
- * the lease was its largest cost, 0.37 ms of the 0.58 ms it took the server for each commit (`pg_stat_statements`,
- * intake with no rule matching); a generic plan made while a table was a few pages would otherwise read it whole for
- * as long as the plan is kept.
+ * PostgreSQL: planner settings for the rest of the transaction alone (`set_config(…, true)`). `byKeyOnly`: neither
+ * bitmap nor sequential scans, so that a plan can find rows only through indexes, by key (an ordered index scan also
+ * marks the entries of rows gone, so the next one skips them; a bitmap never does).
  */
-export const PLANNED_ONCE_BY_KEY =
-  "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)";
+function forThisTransaction(settings: Record<string, string>): string {
+  return `SELECT ${Object.entries(settings).map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`;
+}
+const byKeyOnly = { enable_bitmapscan: 'off', enable_seqscan: 'off' };
 
-/** Runs intake's lease of fresh events (`text`, LEASE_FRESH_POSTGRES) with PLANNED_ONCE_BY_KEY's settings, sent with it. */
-export function leasePlannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
-  // Not waited for: it goes out in the same write as the lease, behind the INSERT, and if it fails so does the commit
-  // (Statements.queue); the lease is sent at once, as before.
-  sql.queue(PLANNED_ONCE_BY_KEY).catch(() => undefined);
+/**
+ * Runs `text` after `settings` (forThisTransaction), sent in the same write and not waited for: if they fail, so does
+ * the commit (Statements.queue).
+ */
+function withSettings<T>(sql: Statements, settings: string, text: string, params: readonly unknown[]): Promise<T[]> {
+  sql.queue(settings).catch(() => undefined);
   return sql.rows<T>(text, params);
+}
+
+/**
+ * PostgreSQL, for the rest of an intake commit (only the lease of fresh events follows the INSERT): a generic plan,
+ * made once per session and kept until the statistics of its tables change, found by key only, as the custom plans
+ * made for every commit did. Planning the lease was its largest cost, 0.37 ms of the 0.58 ms it took the server for
+ * each commit (`pg_stat_statements`, intake with no rule matching); a generic plan made while a table was a few pages
+ * would otherwise read it whole for as long as the plan is kept.
+ */
+export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_generic_plan', ...byKeyOnly });
+
+/** Runs intake's lease of fresh events (`text`, LEASE_FRESH_POSTGRES) with PLANNED_ONCE_BY_KEY, behind the INSERT. */
+export function leasePlannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
+  return withSettings<T>(sql, PLANNED_ONCE_BY_KEY, text, params);
 }
 
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
@@ -294,19 +308,16 @@ export function claimActionRunsSql(recover: boolean): string {
 }
 
 /**
- * PostgreSQL, in the transaction of an action claim: no bitmap scan and no scan of the whole table, for that
- * transaction only (`set_config(…, true)`), so that the due runs of each status are walked along
- * idx_action_runs_due in order, stopping after the limit. Costed from statistics that counted a few runs waiting
- * when hundreds were, each scan read every pending run and sorted them: through a bitmap, which reads every entry
- * of the range dead ones included (only an ordered scan marks an entry whose row is gone, so that the next one
- * skips it), 1,655 entries for a claim that found none in one run of the benchmark; or the whole table.
+ * PostgreSQL, in the transaction of an action claim: found by key only, so that the due runs of each status are
+ * walked along idx_action_runs_due in order, stopping after the limit. Costed from statistics that counted a few runs
+ * waiting when hundreds were, each scan read every pending run and sorted them: through a bitmap, every entry of the
+ * range dead ones included, 1,655 entries for a claim that found none in one run of the benchmark; or the whole table.
  */
-export const DUE_ORDER = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)";
+export const DUE_ORDER = forThisTransaction(byKeyOnly);
 
-/** Runs an action claim's `text` with DUE_ORDER's settings, sent with it (PostgreSQL). */
-export async function inDueOrder<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
-  await sql.queue(DUE_ORDER);
-  return sql.rows<T>(text, params);
+/** Runs an action claim's `text` with DUE_ORDER (PostgreSQL). */
+export function inDueOrder<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
+  return withSettings<T>(sql, DUE_ORDER, text, params);
 }
 
 @Injectable()

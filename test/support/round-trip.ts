@@ -16,7 +16,6 @@ import { startEngine, TEST_SECRET, type RunningEngine } from './engine.js';
 import { onFreePort } from './ports.js';
 import { waitUntil } from './wait.js';
 
-
 export interface RoundTrip {
   engine: RunningEngine;
   sim: Simulator;
