@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
@@ -8,6 +9,7 @@ import { dataSourceOptions } from './data-source.js';
 import { Database } from './database.service.js';
 import { queryRows } from './sql.js';
 import { statementsOf } from './statements.js';
+import { reopenSqlite } from './transactions.js';
 import { QUIET_MS } from './storage-health.js';
 
 const kinds = await databasesUnderTest('database writes after a failed commit');
@@ -90,6 +92,39 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     });
   });
 
+
+  if (kind.name === 'sqlite') {
+    describe('statement journals', () => {
+      /** SQLite's temporary files (etilqs_…) this process holds open; they are unlinked at once, so only /proc sees them. */
+      const temporaryFiles = () =>
+        readdirSync('/proc/self/fd').flatMap((fd) => {
+          try {
+            return readlinkSync(`/proc/self/fd/${fd}`).includes('etilqs_') ? [fd] : [];
+          } catch {
+            return []; // closed since it was listed
+          }
+        });
+
+      it('are kept in memory, also after the connection is reopened: a large statement sends the transaction to no temporary file', async () => {
+        const body = 'x'.repeat(3_000); // a page of its own per row
+        await db.write(async (m) => {
+          for (let i = 0; i < 100; i++) await statementsOf(m).run('INSERT INTO notes (body) VALUES (?)', [`${i}${body}`]);
+        });
+        // A statement that changes pages stored before its transaction journals them (here ~400 KiB, past the
+        // 64 KiB SQLite keeps in memory when temporary files go to disk); the statements after it journal too.
+        const filesDuringUpdate = async () =>
+          db.write(async (m) => {
+            await statementsOf(m).run("UPDATE notes SET body = body || 'y'");
+            await statementsOf(m).run("UPDATE notes SET body = body || 'z' WHERE body LIKE '1%'");
+            return temporaryFiles();
+          });
+        expect(await filesDuringUpdate()).toEqual([]);
+        await reopenSqlite(db.dataSource);
+        expect(await filesDuringUpdate()).toEqual([]);
+        expect(await queryRows<{ temp_store: number }>(db.manager, 'PRAGMA temp_store')).toEqual([{ temp_store: 2 }]);
+      });
+    });
+  }
 
   describe('a queued statement (Statements.queue)', () => {
     const insert = 'INSERT INTO notes (body) VALUES (?)';
