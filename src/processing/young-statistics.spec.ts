@@ -292,6 +292,45 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-p']);
   });
 
+  type Node = {
+    'Node Type': string;
+    'Index Name'?: string;
+    'Index Cond'?: string;
+    'Relation Name'?: string;
+    'Actual Rows'?: number;
+    'Actual Loops'?: number;
+    'Rows Removed by Filter'?: number;
+    Plans?: Node[];
+  };
+  const nodes = (node: Node): Node[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
+
+  /**
+   * The plan a session of the engine makes for `text` under `settings` (for its transaction): prepared by name in
+   * SQL and explained for `params`. With `grow`: planned first, then the tables grown by `grow`'s statements, then
+   * the plan kept from before run (in a transaction rolled back), with the rows each of its nodes read.
+   */
+  async function preparedPlan(settings: string, text: string, params: unknown[], grow?: Array<[string, unknown[]]>): Promise<Node[]> {
+    // A utility statement takes no bound parameters: the values written in.
+    const literal = (value: unknown): string =>
+      Array.isArray(value) ? `ARRAY[${value.map(literal).join(', ')}]` : typeof value === 'number' ? String(value) : `'${String(value).replace(/'/g, "''")}'`;
+    const explain = async (options: string) =>
+      nodes(((await runner.query(`EXPLAIN (${options}) EXECUTE planned(${params.map(literal).join(', ')})`)) as Array<{ 'QUERY PLAN': Array<{ Plan: Node }> }>)[0]['QUERY PLAN'][0].Plan);
+    const runner = core.db.dataSource.createQueryRunner();
+    try {
+      await runner.startTransaction();
+      await runner.query(settings);
+      await runner.query(`PREPARE planned AS ${toDialect(text, 'postgres')}`);
+      const planned = await explain('FORMAT JSON');
+      if (!grow) return planned;
+      for (const [statement, values] of grow) await runner.query(toDialect(statement, 'postgres'), values);
+      return await explain('FORMAT JSON, ANALYZE');
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.query('DEALLOCATE planned').catch(() => undefined); // a prepared statement outlives its transaction
+      await runner.release();
+    }
+  }
+
   it("plans intake's lease of fresh events once, through indexes alone, even while its tables are a few rows", async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
@@ -300,21 +339,8 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     await newTaskEvents(now, 3, 4);
     await queryRows(manager, 'ANALYZE action_runs, events');
 
-    type Node = { 'Node Type': string; 'Index Name'?: string; 'Index Cond'?: string; Plans?: Node[] };
-    const nodes = (node: Node): Node[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
     const params = leaseFreshParams(['evt-1', 'evt-2', 'evt-3'], now);
-    // As a session of the engine runs it: a prepared statement, here prepared by name in SQL.
-    const planned = (settings: string) =>
-      core.db.dataSource.transaction(async (m) => {
-        await queryRows(m, settings);
-        await queryRows(m, `PREPARE lease AS ${toDialect(leaseFreshSql('postgres'), 'postgres')}`);
-        // A utility statement takes no bound parameters: the values written in.
-        const literal = (value: unknown): string =>
-          Array.isArray(value) ? `ARRAY[${value.map(literal).join(', ')}]` : typeof value === 'number' ? String(value) : `'${String(value).replace(/'/g, "''")}'`;
-        const rows = await queryRows<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(m, `EXPLAIN (FORMAT JSON) EXECUTE lease(${params.map(literal).join(', ')})`);
-        await queryRows(m, 'DEALLOCATE lease');
-        return nodes(rows[0]['QUERY PLAN'][0].Plan);
-      });
+    const planned = (settings: string) => preparedPlan(settings, leaseFreshSql('postgres'), params);
 
     // A generic plan made on tables of a few rows reads them whole, and would for as long as it is kept.
     const plain = await planned("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
@@ -333,6 +359,44 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // And it leases what the custom plan would: the event of the project without a create in flight.
     const leased = await core.db.write((m) => leasePlannedOnce<{ event_id: string }>(statementsOf(m), leaseFreshSql('postgres'), params));
     expect(leased.map(({ event_id }) => event_id).sort()).toEqual(['evt-2', 'evt-3']);
+  });
+
+  it('plans the event claim once, through indexes alone, and a plan made on tables of a few rows reads few rows of many', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    // Planned while the tables are a few rows: a create in flight in prj_1 and three new events about unseen tasks.
+    await creatingRuns(now, 1, 1, 4);
+    await newTaskEvents(now, 3, 4);
+    await queryRows(core.db.manager, 'ANALYZE action_runs, events');
+    // Run once they have grown: 3,000 events and as many runs done, and 20 events about seen tasks waiting.
+    const grow: Array<[string, unknown[]]> = [
+      [
+        `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+         SELECT 'done-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.update', 'succeeded', 1, ?, ?, ? FROM generate_series(1, 3000) g`,
+        [now, now, now],
+      ],
+      [
+        `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+         SELECT 'old-' || g, 'task.updated', 'task:' || g, CASE WHEN g > 3000 THEN 'received' ELSE 'processed' END, 'webhook', '{}', TRUE, ?, ?
+         FROM generate_series(1, 3020) g`,
+        [now, now],
+      ],
+    ];
+    const claim = (settings: string) => preparedPlan(settings, claimEventsSql('postgres', '?'), eventClaimParams(now, 32), grow);
+    const rowsRead = (plan: Node[]) =>
+      plan.filter((n) => n['Relation Name']).reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
+    const leased = (plan: Node[]) => plan[0]['Actual Rows'];
+
+    // A generic plan made on tables of a few rows reads them whole for each event it checks, for as long as it is kept.
+    const plain = await claim("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
+    expect(plain.map((n) => n['Node Type'])).toContain('Seq Scan');
+    expect(rowsRead(plain)).toBeGreaterThan(20 * 3_000);
+
+    const plan = await claim(PLANNED_ONCE_BY_KEY);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(200);
+    // The same claim: the 20 seen events and the two new ones outside prj_1, whose create is in flight.
+    expect(leased(plan)).toBe(22);
+    expect(leased(plain)).toBe(22);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
