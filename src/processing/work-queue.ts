@@ -186,7 +186,11 @@ const LEASE_FRESH_POSTGRES = `
 /**
  * PostgreSQL: planner settings for the rest of the transaction alone (`set_config(…, true)`). `byKeyOnly`: neither
  * bitmap nor sequential scans, so that a plan can find rows only through indexes, by key (an ordered index scan also
- * marks the entries of rows gone, so the next one skips them; a bitmap never does).
+ * marks the entries of rows gone, so the next one skips them; a bitmap never does). The action claim needs it most:
+ * found by key only, the due runs of each status are walked along idx_action_runs_due in order, stopping after the
+ * limit; costed from statistics that counted a few runs waiting when hundreds were, each scan read every pending run
+ * and sorted them (through a bitmap, every entry of the range, dead ones included: 1,655 entries for a claim that
+ * found none in one run of the benchmark; or the whole table).
  */
 function forThisTransaction(settings: Record<string, string>): string {
   return `SELECT ${Object.entries(settings).map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`;
@@ -204,17 +208,21 @@ function withSettings<T>(sql: Statements, settings: string, text: string, params
 
 /**
  * PostgreSQL, for the rest of a transaction whose last statement is the one planned (an intake commit's lease of fresh
- * events, which follows the INSERT; an event claim): a generic plan, made once per session and kept until the
- * statistics of its tables change, found by key only, as the custom plans made for every commit did. Planning the
- * lease was its largest cost, 0.37 ms of the 0.58 ms it took the server for each commit (`pg_stat_statements`, intake
- * with no rule matching); planning the claim took 1.6 ms of each claim's 3.5 ms end to end, 365 ms of the server's
- * 5.9 s for 20,000 events, the most of any statement. A generic plan made while a table was a few pages would
- * otherwise read it whole, for each event checked, for as long as the plan is kept (young-statistics.spec.ts).
+ * events, which follows the INSERT; an event claim; an action claim): a generic plan, made once per session and kept
+ * until the statistics of its tables change, found by key only, as the custom plans made for every commit did.
+ * Planning the lease was its largest cost, 0.37 ms of the 0.58 ms it took the server for each commit
+ * (`pg_stat_statements`, intake with no rule matching); planning the event claim took 1.6 ms of each claim's 3.5 ms
+ * end to end (365 ms of the server's 5.9 s for 20,000 events, the most of any statement), the action claim's 0.28 ms
+ * of 0.8. A generic plan made while a table was a few pages would otherwise read it whole, for each event checked,
+ * for as long as the plan is kept (young-statistics.spec.ts).
  */
 export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_generic_plan', ...byKeyOnly });
 
-/** Runs intake's lease of fresh events (`text`, LEASE_FRESH_POSTGRES) with PLANNED_ONCE_BY_KEY, behind the INSERT. */
-export function leasePlannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
+/**
+ * Runs `text`, the last statement of its transaction, with PLANNED_ONCE_BY_KEY (PostgreSQL): intake's lease of fresh
+ * events (LEASE_FRESH_POSTGRES, behind the INSERT), the event claim, the action claim.
+ */
+export function plannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
   return withSettings<T>(sql, PLANNED_ONCE_BY_KEY, text, params);
 }
 
@@ -309,18 +317,6 @@ export function claimActionRunsSql(recover: boolean): string {
     SELECT ${CLAIMED_RUN} FROM claimed ORDER BY next_attempt_at, id`;
 }
 
-/**
- * PostgreSQL, in the transaction of an action claim: found by key only, so that the due runs of each status are
- * walked along idx_action_runs_due in order, stopping after the limit. Costed from statistics that counted a few runs
- * waiting when hundreds were, each scan read every pending run and sorted them: through a bitmap, every entry of the
- * range dead ones included, 1,655 entries for a claim that found none in one run of the benchmark; or the whole table.
- */
-export const DUE_ORDER = forThisTransaction(byKeyOnly);
-
-/** Runs an action claim's `text` with DUE_ORDER (PostgreSQL). */
-export function inDueOrder<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
-  return withSettings<T>(sql, DUE_ORDER, text, params);
-}
 
 @Injectable()
 export class WorkQueue {
@@ -360,8 +356,8 @@ export class WorkQueue {
     const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
     const started = performance.now();
     const text = this.claimEventsStatement(limit);
-    // PostgreSQL: the claim is the last statement of its transaction (claimEvents), planned once (PLANNED_ONCE_BY_KEY).
-    const rows = await (pg ? withSettings<ClaimedEvent>(sql, PLANNED_ONCE_BY_KEY, text, params) : sql.rows<ClaimedEvent>(text, params));
+    // PostgreSQL: the claim is the last statement of its transaction (claimEvents), planned once.
+    const rows = await (pg ? plannedOnce<ClaimedEvent>(sql, text, params) : sql.rows<ClaimedEvent>(text, params));
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }
@@ -386,7 +382,7 @@ export class WorkQueue {
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     const now = this.clock.now().toISOString();
     if (this.db.kind === 'postgres') {
-      const leasing = room > 0 ? leasePlannedOnce<ClaimedEvent>(sql, this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
+      const leasing = room > 0 ? plannedOnce<ClaimedEvent>(sql, this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
       const [rows, seqs] = await Promise.all([leasing, fresh.inserted]);
       return { events: rows.sort((a, b) => a.seq - b.seq), complete: seqs.length <= room };
     }
@@ -432,7 +428,7 @@ export class WorkQueue {
     }
     const params = [...lease, ...Array<unknown>(recover ? 3 : 2).fill([now, now, limit]).flat(), now, limit];
     const text = textFor(this.claimRunsTexts, `any ${recover}`, () => claimActionRunsSql(recover));
-    return this.db.write((manager) => inDueOrder<ClaimedActionRun>(statementsOf(manager), text, params));
+    return this.db.write((manager) => plannedOnce<ClaimedActionRun>(statementsOf(manager), text, params));
   }
 
   /** The next action claim looks for running runs without a live lease: some were just handed back. */

@@ -30,7 +30,7 @@ import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
-import { claimActionRunsSql, claimEventsSql, inDueOrder, leaseFreshSql, leasePlannedOnce, PLANNED_ONCE_BY_KEY } from './work-queue.js';
+import { claimActionRunsSql, claimEventsSql, leaseFreshSql, PLANNED_ONCE_BY_KEY, plannedOnce } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -223,12 +223,12 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // On its own, the statement is planned as a read of every pending run and a sort (a bitmap here).
     const plain = pendingScan(await queryRows(manager, explain, params));
     expect(plain).toContain('Sort');
-    const claim = pendingScan(await core.db.write((m) => inDueOrder(statementsOf(m), explain, params)));
+    const claim = pendingScan(await core.db.write((m) => plannedOnce(statementsOf(m), explain, params)));
     expect(claim).toEqual(['Subquery Scan', 'Limit', 'Index Scan idx_action_runs_due']);
 
     // And claims the first 32 of the 50 runs pending, in due order, none of those done.
     const expected = await queryRows<{ id: string }>(manager, `SELECT id FROM action_runs WHERE status = 'pending' ORDER BY next_attempt_at, id LIMIT 32`);
-    const claimed = await core.db.write((m) => inDueOrder<{ id: string }>(statementsOf(m), claimActionRunsSql(false), params));
+    const claimed = await core.db.write((m) => plannedOnce<{ id: string }>(statementsOf(m), claimActionRunsSql(false), params));
     expect(claimed).toHaveLength(32);
     expect(claimed.map(({ id }) => id).sort()).toEqual(expected.map(({ id }) => id).sort());
     // The settings were the claim's transaction's alone.
@@ -357,7 +357,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(plan.map((n) => n['Index Name'])).toContain('idx_action_runs_creating_in_flight');
 
     // And it leases what the custom plan would: the event of the project without a create in flight.
-    const leased = await core.db.write((m) => leasePlannedOnce<{ event_id: string }>(statementsOf(m), leaseFreshSql('postgres'), params));
+    const leased = await core.db.write((m) => plannedOnce<{ event_id: string }>(statementsOf(m), leaseFreshSql('postgres'), params));
     expect(leased.map(({ event_id }) => event_id).sort()).toEqual(['evt-2', 'evt-3']);
   });
 
@@ -397,6 +397,37 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // The same claim: the 20 seen events and the two new ones outside prj_1, whose create is in flight.
     expect(leased(plan)).toBe(22);
     expect(leased(plain)).toBe(22);
+  });
+
+  it('plans the action claim once, through indexes alone, and a plan made on a table of a few runs reads few runs of many', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const runs = (prefix: string, count: number, status: string) => [
+      `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT '${prefix}-' || g, 'x-${prefix}-' || g, g, 'task:' || g, 'rule', 0, 'task.create', '${status}', 1, ?, ?, ? FROM generate_series(1, ${count}) g`,
+      [now, now, now],
+    ] as [string, unknown[]];
+    // Planned while the table is three runs, one of them pending; run once it has 3,000 runs done and 40 pending.
+    await queryRows(core.db.manager, ...runs('few', 3, 'succeeded'));
+    await queryRows(core.db.manager, ...runs('one', 1, 'pending'));
+    await queryRows(core.db.manager, 'ANALYZE action_runs');
+    const grow = [runs('done', 3_000, 'succeeded'), runs('due', 40, 'pending')];
+    const params = ['me', now, now, now, now, 32, now, now, 32, now, 32];
+    const claim = (settings: string) => preparedPlan(settings, claimActionRunsSql(false), params, grow);
+    const rowsRead = (plan: Node[]) =>
+      plan.filter((n) => n['Relation Name']).reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
+    const claimed = (plan: Node[]) => plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows'];
+
+    // A generic plan made on three runs reads the grown table whole, for as long as it is kept.
+    const plain = await claim("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
+    expect(plain.map((n) => n['Node Type'])).toContain('Seq Scan');
+    expect(rowsRead(plain)).toBeGreaterThan(3_000);
+
+    const plan = await claim(PLANNED_ONCE_BY_KEY);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(200);
+    // The same claim: 32 of the 41 runs pending.
+    expect(claimed(plan)).toBe(32);
+    expect(claimed(plain)).toBe(32);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
