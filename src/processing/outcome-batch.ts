@@ -12,6 +12,7 @@
  */
 import { touchedResource } from '../actions/action-types.js';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
+import { planEachTime, planOnceByKey } from '../database/planned-once.js';
 import type { Statements } from '../database/statements.js';
 import { unindexed } from '../database/sql.js';
 import { guardedRowsOf, unnestOf } from './batched-statements.js';
@@ -67,10 +68,15 @@ export interface OutcomeSteps {
 
 /** Records a batch; for each outcome, whether it was recorded (false: the lease was lost). */
 export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: OutcomeSteps): Promise<boolean[]> {
+  // The outcomes and the provenance, found by key, are planned once per session (0.3 ms of planning a commit before);
+  // the rest as before, each time: planned once, FINISH_EXECUTIONS compared every execution of a batch with every
+  // other (a nested loop) and counted the failed runs of each through the index of every run by status.
+  planOnceByKey(sql);
   const changed = await recordRuns(sql, batch);
   const recorded = batch.filter((o) => changed.has(o.claim.id));
   for (const outcome of recorded) steps.recorded(outcome);
   await saveProvenances(sql, recorded);
+  planEachTime(sql);
   const going = recorded.filter((o) => o.result.status !== 'retrying');
   const missing = [...new Set(going.filter((o) => o.loaded === undefined).map((o) => o.claim.execution_id))];
   const loaded = missing.length > 0 ? await steps.load(sql, missing) : new Map<string, LoadedExecution>();

@@ -38,6 +38,7 @@ import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
+import { plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
@@ -183,49 +184,6 @@ const LEASE_FRESH_POSTGRES = `
     ORDER BY e.seq LIMIT ?`)}
   RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
 
-/**
- * PostgreSQL: planner settings for the rest of the transaction alone (`set_config(…, true)`). `byKeyOnly`: neither
- * bitmap nor sequential scans, so that a plan can find rows only through indexes, by key (an ordered index scan also
- * marks the entries of rows gone, so the next one skips them; a bitmap never does). The action claim needs it most:
- * found by key only, the due runs of each status are walked along idx_action_runs_due in order, stopping after the
- * limit; costed from statistics that counted a few runs waiting when hundreds were, each scan read every pending run
- * and sorted them (through a bitmap, every entry of the range, dead ones included: 1,655 entries for a claim that
- * found none in one run of the benchmark; or the whole table).
- */
-function forThisTransaction(settings: Record<string, string>): string {
-  return `SELECT ${Object.entries(settings).map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`;
-}
-const byKeyOnly = { enable_bitmapscan: 'off', enable_seqscan: 'off' };
-
-/**
- * Runs `text` after `settings` (forThisTransaction), sent in the same write and not waited for: if they fail, so does
- * the commit (Statements.queue).
- */
-function withSettings<T>(sql: Statements, settings: string, text: string, params: readonly unknown[]): Promise<T[]> {
-  sql.queue(settings).catch(() => undefined);
-  return sql.rows<T>(text, params);
-}
-
-/**
- * PostgreSQL, for the rest of a transaction whose last statement is the one planned (an intake commit's lease of fresh
- * events, which follows the INSERT; an event claim; an action claim): a generic plan, made once per session and kept
- * until the statistics of its tables change, found by key only, as the custom plans made for every commit did.
- * Planning the lease was its largest cost, 0.37 ms of the 0.58 ms it took the server for each commit
- * (`pg_stat_statements`, intake with no rule matching); planning the event claim took 1.6 ms of each claim's 3.5 ms
- * end to end (365 ms of the server's 5.9 s for 20,000 events, the most of any statement), the action claim's 0.28 ms
- * of 0.8. A generic plan made while a table was a few pages would otherwise read it whole, for each event checked,
- * for as long as the plan is kept (young-statistics.spec.ts).
- */
-export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_generic_plan', ...byKeyOnly });
-
-/**
- * Runs `text`, the last statement of its transaction, with PLANNED_ONCE_BY_KEY (PostgreSQL): intake's lease of fresh
- * events (LEASE_FRESH_POSTGRES, behind the INSERT), the event claim, the action claim.
- */
-export function plannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
-  return withSettings<T>(sql, PLANNED_ONCE_BY_KEY, text, params);
-}
-
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
 function skipLocked(kind: DatabaseKind): string {
   return kind === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
@@ -295,7 +253,13 @@ export function claimEventsSql(kind: DatabaseKind, limit: string): string {
  * (status, next_attempt_at), each scan stopping after `limit`: a filter over
  * every unfinished run (or, planned on young statistics, over the whole
  * table) grows with the backlog and the history. (SQLite, without
- * statistics, plans the plain statement well and this one badly.)
+ * statistics, plans the plain statement well and this one badly.) Run with
+ * PLANNED_ONCE_BY_KEY (planned-once.ts): costed from statistics that counted
+ * a few runs waiting when hundreds were, each scan read every pending run and
+ * sorted them (through a bitmap, every entry of the range, dead ones
+ * included: 1,655 entries for a claim that found none in one run of the
+ * benchmark; or the whole table); found by key only, it walks the index in
+ * due order and stops at the limit.
  */
 export function claimActionRunsSql(recover: boolean): string {
   const due = (status: string) => `SELECT * FROM (SELECT id, next_attempt_at FROM action_runs

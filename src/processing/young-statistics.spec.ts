@@ -24,13 +24,14 @@
  * `guardedRowsOf`).
  */
 import { Logger } from '@nestjs/common';
+import { planEachTime, PLANNED_ONCE_BY_KEY, planOnceByKey, plannedOnce } from '../database/planned-once.js';
 import { queryRows, toDialect } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
-import { claimActionRunsSql, claimEventsSql, leaseFreshSql, PLANNED_ONCE_BY_KEY, plannedOnce } from './work-queue.js';
+import { claimActionRunsSql, claimEventsSql, leaseFreshSql } from './work-queue.js';
 
 const postgres = (await databasesUnderTest('plans on young statistics')).filter((kind) => kind.name === 'postgres');
 
@@ -300,8 +301,12 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     'Actual Rows'?: number;
     'Actual Loops'?: number;
     'Rows Removed by Filter'?: number;
+    'Rows Removed by Join Filter'?: number;
     Plans?: Node[];
   };
+  /** Rows the scans of tables in `plan` read (kept or filtered out), over all their loops. */
+  const rowsRead = (plan: Node[]) =>
+    plan.filter((n) => n['Relation Name']).reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
   const nodes = (node: Node): Node[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
 
   /**
@@ -312,7 +317,13 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
   async function preparedPlan(settings: string, text: string, params: unknown[], grow?: Array<[string, unknown[]]>): Promise<Node[]> {
     // A utility statement takes no bound parameters: the values written in.
     const literal = (value: unknown): string =>
-      Array.isArray(value) ? `ARRAY[${value.map(literal).join(', ')}]` : typeof value === 'number' ? String(value) : `'${String(value).replace(/'/g, "''")}'`;
+      Array.isArray(value)
+        ? `ARRAY[${value.map(literal).join(', ')}]`
+        : value === null
+          ? 'NULL'
+          : typeof value === 'number'
+            ? String(value)
+            : `'${String(value).replace(/'/g, "''")}'`;
     const explain = async (options: string) =>
       nodes(((await runner.query(`EXPLAIN (${options}) EXECUTE planned(${params.map(literal).join(', ')})`)) as Array<{ 'QUERY PLAN': Array<{ Plan: Node }> }>)[0]['QUERY PLAN'][0].Plan);
     const runner = core.db.dataSource.createQueryRunner();
@@ -327,6 +338,8 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     } finally {
       await runner.rollbackTransaction();
       await runner.query('DEALLOCATE planned').catch(() => undefined); // a prepared statement outlives its transaction
+      // The rows grown and rolled back still take pages, from which the next plan would count a larger table: given back.
+      if (grow) await runner.query('VACUUM events, action_runs, executions');
       await runner.release();
     }
   }
@@ -382,8 +395,6 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       ],
     ];
     const claim = (settings: string) => preparedPlan(settings, claimEventsSql('postgres', '?'), eventClaimParams(now, 32), grow);
-    const rowsRead = (plan: Node[]) =>
-      plan.filter((n) => n['Relation Name']).reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
     const leased = (plan: Node[]) => plan[0]['Actual Rows'];
 
     // A generic plan made on tables of a few rows reads them whole for each event it checks, for as long as it is kept.
@@ -413,8 +424,6 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     const grow = [runs('done', 3_000, 'succeeded'), runs('due', 40, 'pending')];
     const params = ['me', now, now, now, now, 32, now, now, 32, now, 32];
     const claim = (settings: string) => preparedPlan(settings, claimActionRunsSql(false), params, grow);
-    const rowsRead = (plan: Node[]) =>
-      plan.filter((n) => n['Relation Name']).reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
     const claimed = (plan: Node[]) => plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows'];
 
     // A generic plan made on three runs reads the grown table whole, for as long as it is kept.
@@ -554,6 +563,73 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       expect(work.discarded).toBeLessThan(256);
       const ended = await queryRows<{ n: string }>(core.db.manager, `SELECT COUNT(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at = ?`, [now]);
       expect(Number(ended[0].n)).toBe(256);
+    });
+  });
+  describe("the outcome commit's first statement, planned once while the tables were a few rows, joins a batch of 256 by key", () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const batch = Array.from({ length: 256 }, (_, i) => 2001 + i);
+    const column = (value: unknown) => batch.map(() => value);
+    // Planned on three rows of each table; run once they have 20,000, 256 of them in flight.
+    const rowsOf = (count: number, from = 1) => [
+      [
+        `INSERT INTO events (event_id, type, status, source, payload, received_at, next_attempt_at)
+         SELECT 'evt-' || g, 'task.updated', 'processed', 'webhook', '{}', ?, ? FROM generate_series(${from}, ${count}) g`,
+        [now, now],
+      ],
+      [
+        `INSERT INTO action_runs (id, execution_id, event_seq, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+         SELECT 'run-' || g, 'x-' || g, g, 'rule', 0, 'task.create', 'succeeded', 1, ?, ?, ? FROM generate_series(${from}, ${count}) g`,
+        [now, now, now],
+      ],
+      [
+        `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at)
+         SELECT 'x-' || g, g, 'evt-' || g, 'rule', 'v1', 'succeeded', '[]', '{}', ? FROM generate_series(${from}, ${count}) g`,
+        [now],
+      ],
+    ] as Array<[string, unknown[]]>;
+    const grow: Array<[string, unknown[]]> = [
+      ...rowsOf(20_000, 4),
+      [`UPDATE action_runs SET status = 'running', lease_owner = 'me' WHERE event_seq BETWEEN 2001 AND 2256`, []],
+      [`UPDATE executions SET status = 'running' WHERE event_seq BETWEEN 2001 AND 2256`, []],
+    ];
+    beforeEach(async () => {
+      for (const [statement, values] of rowsOf(3)) await queryRows(core.db.manager, statement, values);
+      await queryRows(core.db.manager, 'ANALYZE events, action_runs, executions');
+    });
+
+    /** What a plan did: rows it updated (fed to the UPDATE), rows read, rows compared and thrown away by joins, the most runs of the batch's rows. */
+    const work = (plan: Node[]) => ({
+      updated: plan.find((n) => n['Node Type'] === 'ModifyTable')?.Plans?.[0]['Actual Rows'],
+      read: rowsRead(plan),
+      discarded: plan.reduce((sum, n) => sum + (n['Rows Removed by Join Filter'] ?? 0) * (n['Actual Loops'] ?? 1), 0),
+      functionScans: Math.max(0, ...plan.filter((n) => n['Node Type'] === 'Function Scan').map((n) => n['Actual Loops'] ?? 0)),
+      scans: plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type)),
+    });
+    const plainGeneric = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
+
+    it('when it records the outcomes of action runs', async () => {
+      const ids = batch.map((seq) => `run-${seq}`);
+      const params = [column('succeeded'), column(now), column(now), column(null), column(201), column(null), column(null), column(null), ids, column('me'), ids];
+      // Without the settings, a plan made on three runs reads the 20,000 whole.
+      expect(work(await preparedPlan(plainGeneric, RECORD_MANY, params, grow)).read).toBeGreaterThan(20_000);
+      const planned = work(await preparedPlan(PLANNED_ONCE_BY_KEY, RECORD_MANY, params, grow));
+      expect(planned).toEqual({ updated: 256, read: expect.any(Number), discarded: expect.any(Number), functionScans: 1, scans: [] });
+      expect(planned.read).toBeLessThan(256 * 4);
+      expect(planned.discarded).toBeLessThan(256);
+    });
+
+    it('and the statements after it are planned each time again, as the sessions plan', async () => {
+      const settings = () => queryRows(core.db.manager, "SELECT current_setting('plan_cache_mode') AS plans, current_setting('enable_seqscan') AS seqscan");
+      const before = await settings();
+      const during = await core.db.write(async (m) => {
+        const sql = statementsOf(m);
+        planOnceByKey(sql);
+        const once = await sql.rows("SELECT current_setting('plan_cache_mode') AS plans, current_setting('enable_seqscan') AS seqscan");
+        planEachTime(sql);
+        return [once, await sql.rows("SELECT current_setting('plan_cache_mode') AS plans, current_setting('enable_seqscan') AS seqscan")];
+      });
+      expect(during).toEqual([[{ plans: 'force_generic_plan', seqscan: 'off' }], before]);
+      expect(before).toEqual([{ plans: 'force_custom_plan', seqscan: 'on' }]);
     });
   });
 });

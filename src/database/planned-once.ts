@@ -1,0 +1,42 @@
+/**
+ * PostgreSQL: planner settings for the rest of one transaction (`set_config(…, true)`), for statements that find
+ * their rows by key and run thousands of times a second.
+ *
+ * A generic plan, made once per session and kept until the statistics of its tables change, instead of the custom
+ * plan the engine's sessions make for every execution (`plan_cache_mode=force_custom_plan`, data-source.ts). Found by
+ * key only (neither bitmap nor sequential scans), so that a plan made while a table was a few pages cannot read it
+ * whole, for every row it checks, for as long as it is kept; and an ordered index scan also marks the entries of rows
+ * gone, so the next one skips them, which a bitmap never does (young-statistics.spec.ts).
+ *
+ * Planning was the largest cost of some of these statements on the server (`pg_stat_statements`, one end to end run
+ * of 20,000 events): the event claim 1.6 ms of its 3.5 ms (365 ms in all, the most of any statement), the action
+ * claim 0.28 ms of 0.8, intake's lease of fresh events 0.37 ms of each intake commit's 0.58, the outcome commit's
+ * first two statements 0.3 ms a commit (outcome-batch.ts).
+ */
+import type { Statements } from './statements.js';
+
+const forThisTransaction = (settings: Record<string, string>) =>
+  `SELECT ${Object.entries(settings).map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`;
+
+export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_generic_plan', enable_bitmapscan: 'off', enable_seqscan: 'off' });
+/** Back to the sessions' own settings (data-source.ts) for the rest of the transaction. */
+export const PLANNED_EACH_TIME = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'on', enable_seqscan: 'on' });
+
+/**
+ * Sets PLANNED_ONCE_BY_KEY for the rest of the transaction: sent in the same write as what follows and not waited
+ * for (if it fails, so does the commit: Statements.queue).
+ */
+export function planOnceByKey(sql: Statements): void {
+  sql.queue(PLANNED_ONCE_BY_KEY).catch(() => undefined);
+}
+
+/** Sets PLANNED_EACH_TIME for the rest of the transaction, as planOnceByKey sets its settings. */
+export function planEachTime(sql: Statements): void {
+  sql.queue(PLANNED_EACH_TIME).catch(() => undefined);
+}
+
+/** Runs `text`, the last statement of its transaction, with PLANNED_ONCE_BY_KEY. */
+export function plannedOnce<T>(sql: Statements, text: string, params: readonly unknown[]): Promise<T[]> {
+  planOnceByKey(sql);
+  return sql.rows<T>(text, params);
+}
