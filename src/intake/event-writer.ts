@@ -21,6 +21,7 @@ import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
 import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
+import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 
 export interface NewEvent {
@@ -83,7 +84,7 @@ const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'rece
  * (LATERAL … LIMIT 1): as an EXISTS, a large batch on a table with young
  * statistics was planned as a hashed subplan that read every snapshot.
  */
-const INSERT_MANY = `INSERT INTO events (${COLUMNS})
+export const INSERT_MANY = `INSERT INTO events (${COLUMNS})
   SELECT id, type, t.resource_key, scope_kind, scope_parent, 'received', source, payload, depth, replay_of, ?, 0, ?,
          t.resource_key IS NULL OR s.seen IS NOT NULL
   FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
@@ -159,6 +160,9 @@ interface Inserted {
 async function insertedRows(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<Inserted[]> {
   if (kind === 'postgres') {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
+    // Found by key alone (the snapshots by resource key, the conflicts by event id): planned once per session, as
+    // the lease that follows it (0.08 ms of planning a commit before).
+    planOnceByKey(sql);
     return sql.rows<Inserted>(INSERT_MANY, [
       now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),

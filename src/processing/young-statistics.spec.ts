@@ -29,6 +29,7 @@ import { queryRows, toDialect } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, type Core } from '../../test/support/core.js';
+import { INSERT_MANY } from '../intake/event-writer.js';
 import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 import { claimActionRunsSql, claimEventsSql, leaseFreshSql } from './work-queue.js';
@@ -339,7 +340,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       await runner.rollbackTransaction();
       await runner.query('DEALLOCATE planned').catch(() => undefined); // a prepared statement outlives its transaction
       // The rows grown and rolled back still take pages, from which the next plan would count a larger table: given back.
-      if (grow) await runner.query('VACUUM events, action_runs, executions');
+      if (grow) await runner.query('VACUUM events, action_runs, executions, resource_snapshots');
       await runner.release();
     }
   }
@@ -437,6 +438,33 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     // The same claim: 32 of the 41 runs pending.
     expect(claimed(plan)).toBe(32);
     expect(claimed(plain)).toBe(32);
+  });
+
+  it("plans intake's INSERT once, through indexes alone, and a plan made on tables of a few rows reads few rows of many", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const snapshots = (from: number, to: number): [string, unknown[]] => [
+      `INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) SELECT 'task:' || g, '{}', g, ? FROM generate_series(${from}, ${to}) g`,
+      [now],
+    ];
+    // Planned on three snapshots; run once there are 20,000, for a batch of 32 events about tasks half of them known.
+    await queryRows(core.db.manager, ...snapshots(1, 3));
+    await queryRows(core.db.manager, 'ANALYZE resource_snapshots, events');
+    const batch = Array.from({ length: 32 }, (_, i) => i * 1_000);
+    const column = (value: unknown) => batch.map(() => value);
+    const params = [
+      now, now, batch.map((i) => `evt-${i}`), column('task.updated'), batch.map((i) => `task:${i}`), column(null), column(null),
+      column('webhook'), column('{}'), column(0), column(null),
+    ];
+    const insert = (settings: string) => preparedPlan(settings, INSERT_MANY, params, [snapshots(4, 20_000)]);
+    const inserted = (plan: Node[]) => plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows'];
+
+    const plain = await insert("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
+    expect(rowsRead(plain)).toBeGreaterThan(20_000);
+    const plan = await insert(PLANNED_ONCE_BY_KEY);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(32 * 4);
+    expect(inserted(plan)).toBe(32);
+    expect(inserted(plain)).toBe(32);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
