@@ -319,9 +319,7 @@ export class WorkQueue {
     const unseen = [now, now, now, ...l, ...l];
     const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
     const started = performance.now();
-    const text = this.claimEventsStatement(limit);
-    // PostgreSQL: the claim is the last statement of its transaction (claimEvents), planned once.
-    const rows = await (pg ? plannedOnce<ClaimedEvent>(sql, text, params) : sql.rows<ClaimedEvent>(text, params));
+    const rows = await sql.rows<ClaimedEvent>(this.claimEventsStatement(limit), params);
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }

@@ -375,42 +375,6 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(leased.map(({ event_id }) => event_id).sort()).toEqual(['evt-2', 'evt-3']);
   });
 
-  it('plans the event claim once, through indexes alone, and a plan made on tables of a few rows reads few rows of many', async () => {
-    const now = '2026-11-27T00:00:00.000Z';
-    // Planned while the tables are a few rows: a create in flight in prj_1 and three new events about unseen tasks.
-    await creatingRuns(now, 1, 1, 4);
-    await newTaskEvents(now, 3, 4);
-    await queryRows(core.db.manager, 'ANALYZE action_runs, events');
-    // Run once they have grown: 3,000 events and as many runs done, and 20 events about seen tasks waiting.
-    const grow: Array<[string, unknown[]]> = [
-      [
-        `INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
-         SELECT 'done-' || g, 'x-' || g, g, 'task:' || g, 'rule', 0, 'task.update', 'succeeded', 1, ?, ?, ? FROM generate_series(1, 3000) g`,
-        [now, now, now],
-      ],
-      [
-        `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
-         SELECT 'old-' || g, 'task.updated', 'task:' || g, CASE WHEN g > 3000 THEN 'received' ELSE 'processed' END, 'webhook', '{}', TRUE, ?, ?
-         FROM generate_series(1, 3020) g`,
-        [now, now],
-      ],
-    ];
-    const claim = (settings: string) => preparedPlan(settings, claimEventsSql('postgres', '?'), eventClaimParams(now, 32), grow);
-    const leased = (plan: Node[]) => plan[0]['Actual Rows'];
-
-    // A generic plan made on tables of a few rows reads them whole for each event it checks, for as long as it is kept.
-    const plain = await claim("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)");
-    expect(plain.map((n) => n['Node Type'])).toContain('Seq Scan');
-    expect(rowsRead(plain)).toBeGreaterThan(20 * 3_000);
-
-    const plan = await claim(PLANNED_ONCE_BY_KEY);
-    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
-    expect(rowsRead(plan)).toBeLessThan(200);
-    // The same claim: the 20 seen events and the two new ones outside prj_1, whose create is in flight.
-    expect(leased(plan)).toBe(22);
-    expect(leased(plain)).toBe(22);
-  });
-
   it('plans the action claim once, through indexes alone, and a plan made on a table of a few runs reads few runs of many', async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const runs = (prefix: string, count: number, status: string) => [

@@ -1,0 +1,61 @@
+/**
+ * How many action runs one engine performs at once (workers.ts MAX_IN_FLIGHT):
+ * one second's worth of the rate budget, up to 256. A run holds its slot until
+ * its outcome is committed; with fewer slots, the runs created while they were
+ * all held were stored and claimed again later instead of being handed to the
+ * action loop in the commit that created them.
+ */
+import { databasesUnderTest } from './support/databases.js';
+import { aTaskEvent, deliver } from './support/events.js';
+import { useRig } from './support/fixture.js';
+import { waitUntil } from './support/wait.js';
+import type { RequestLogEntry } from '../src/simulator/simulator.core.js';
+
+const followUp = {
+  id: 'follow-up',
+  on: 'task.completed',
+  actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Review: {{ event.data.task.title }}' } }],
+};
+
+/** The most requests the service was answering at one moment (each from its arrival for its duration). */
+function mostAtOnce(requests: RequestLogEntry[]): number {
+  const edges = requests.flatMap((r) => {
+    const at = Date.parse(r.time);
+    return [
+      [at, 1],
+      [at + (r.durationMs ?? 0), -1],
+    ];
+  });
+  // At one instant, an answer ends before an arrival begins.
+  edges.sort(([a, da], [b, db]) => a - b || da - db);
+  let now = 0;
+  let most = 0;
+  for (const [, delta] of edges) most = Math.max(most, (now += delta));
+  return most;
+}
+
+const kinds = await databasesUnderTest('actions in flight');
+
+describe.each(kinds)('actions in flight on $name', (kind) => {
+  const rig = useRig(kind, { simulator: { rateLimitPerMinute: 100_000 } });
+
+  it('performs up to 256 action runs at once when the rate budget allows, and no more', async () => {
+    // Every request takes a second and a half: the runs pile up in flight.
+    rig.sim.setFaults({ latencyMs: 1_500 });
+    const engine = await rig.start([followUp], { SERVICE_RATE_LIMIT_PER_MINUTE: '100000' });
+    const events = Array.from({ length: 300 }, () => aTaskEvent('task.completed'));
+    for (let i = 0; i < events.length; i += 50) {
+      const answers = await Promise.all(events.slice(i, i + 50).map((event) => deliver(engine.url, event)));
+      expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 202));
+    }
+    const taskPosts = () => rig.sim.requests.filter((r) => r.method === 'POST' && r.path === '/v1/tasks');
+    await waitUntil(() => taskPosts().filter((r) => r.status !== undefined).length >= events.length, {
+      timeoutMs: 30_000,
+      what: 'every follow-up to be answered',
+    });
+    expect(taskPosts().map((r) => r.status)).toEqual(events.map(() => 201));
+    const most = mostAtOnce(taskPosts());
+    expect(most).toBeGreaterThan(64);
+    expect(most).toBeLessThanOrEqual(256);
+  }, 60_000);
+});
