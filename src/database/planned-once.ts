@@ -23,7 +23,7 @@ const forThisTransaction = (settings: Record<string, string>) =>
 
 export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_generic_plan', enable_bitmapscan: 'off', enable_seqscan: 'off' });
 /** Back to the sessions' own settings (data-source.ts) for the rest of the transaction. */
-export const PLANNED_EACH_TIME = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'on', enable_seqscan: 'on' });
+const PLANNED_EACH_TIME = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'on', enable_seqscan: 'on' });
 
 /**
  * Sets PLANNED_ONCE_BY_KEY for the rest of the transaction: sent in the same write as what follows and not waited

@@ -281,7 +281,6 @@ export function claimActionRunsSql(recover: boolean): string {
     SELECT ${CLAIMED_RUN} FROM claimed ORDER BY next_attempt_at, id`;
 }
 
-
 @Injectable()
 export class WorkQueue {
   /** Identifies this process's leases. */
