@@ -160,8 +160,8 @@ interface Inserted {
 async function insertedRows(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<Inserted[]> {
   if (kind === 'postgres') {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    // Found by key alone (the snapshots by resource key, the conflicts by event id): planned once per session, as
-    // the lease that follows it (0.08 ms of planning a commit before).
+    // Found by key alone (the snapshots by resource key, the conflicts by event id): planned once per session (0.08 ms
+    // of planning a commit before), and so is the lease of fresh events that follows it in this commit.
     planOnceByKey(sql);
     return sql.rows<Inserted>(INSERT_MANY, [
       now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),

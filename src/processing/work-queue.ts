@@ -343,7 +343,8 @@ export class WorkQueue {
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     const now = this.clock.now().toISOString();
     if (this.db.kind === 'postgres') {
-      const leasing = room > 0 ? plannedOnce<ClaimedEvent>(sql, this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
+      // Planned once per session, as the INSERT before it in the same commit (event-writer.ts set the settings).
+      const leasing = room > 0 ? sql.rows<ClaimedEvent>(this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
       const [rows, seqs] = await Promise.all([leasing, fresh.inserted]);
       return { events: rows.sort((a, b) => a.seq - b.seq), complete: seqs.length <= room };
     }
