@@ -269,6 +269,8 @@ const task = (over: Record<string, unknown>) => ({ task: { id: `tsk_${Math.rando
       const { page } = opening;
       await page.goto(`${base}/console`);
       await page.getByLabel('Admin token').waitFor();
+      // The field takes the focus once rendered; keys typed before that go nowhere (a CI run lost the token so).
+      await page.waitForFunction(() => document.activeElement?.tagName === 'INPUT');
       await page.keyboard.type(process.env.NEVER_SET ?? (await import('./support/secrets.js')).TEST_ADMIN_TOKEN);
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: 'Overview' }).waitFor();
