@@ -17,7 +17,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, type Clock } from '../clock.js';
-import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
 import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
@@ -40,30 +39,45 @@ export type WriteOutcome = 'accepted' | 'duplicate';
 
 /**
  * How the commit that stores new events hands them to this process's event
- * loop (processing/workers.ts): `lease` runs inside that commit and leases the
- * events the loop may evaluate at once; `take` gets them once the commit is
- * done. `complete`: the loop had room for every new event, so those not leased
- * wait for something else (an earlier event about their resource, a create in
- * flight) that will let them go, and no claim could take them now.
+ * loop (processing/workers.ts): the INSERT itself leases those the loop may
+ * evaluate at once (`lease`: which, to whom), so a new event is written once,
+ * already leased, and needs neither a claim nor an UPDATE of its own; `take`
+ * gets them once the commit is done. `complete`: the loop had room for every
+ * new event and none was a duplicate, so those not leased wait for something
+ * else (an earlier event about their resource, a create in flight) that will
+ * let them go, and no claim could take them now.
  */
-export interface FreshEventsHandOff<T> {
-  lease(sql: Statements, fresh: FreshEvents): Promise<HandedOver<T>>;
-  take(leased: T[], complete: boolean): void;
+export interface FreshEventsHandOff {
+  /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
+  lease(): FreshLease | undefined;
+  take(leased: LeasedEvent[], complete: boolean): void;
 }
 
 /**
- * The events a commit is storing, for the hand-off's lease. It is asked for
- * right after the INSERT is sent: on PostgreSQL the lease finds the new rows
- * by their ids and goes out behind the INSERT without waiting for its answer
- * (one round trip less, each a turn of a busy event loop); SQLite's, in
- * process, waits for `inserted` and leases by seq.
+ * The lease of a commit's new events, in its INSERT: `sql` is a SELECT over
+ * `batch` (the events about to be stored, one row each: `ord` their order in
+ * the commit, `resource_key`, `scope_kind`, `scope_parent`, `seen` as it will
+ * be stored, `received_at`) of the `ord`, `lease_owner` and `lease_until` of
+ * those to lease, with `params` for its placeholders. Its text is the same for
+ * every commit (a prepared statement). On PostgreSQL it leases `room` at most
+ * itself; on SQLite, where the INSERT runs once per event, the writer stops
+ * leasing once `room` are leased.
  */
-export interface FreshEvents {
-  eventIds: string[];
-  /** When they were received: the `received_at` of every new row of this commit. */
-  receivedAt: string;
-  /** The seqs the INSERT gave the new events (duplicates have none). */
-  inserted: Promise<number[]>;
+export interface FreshLease {
+  sql: string;
+  params: unknown[];
+  room: number;
+}
+
+/** A new event its commit leased to the event loop: the columns a claim returns (processing/work.ts ClaimedEvent). */
+export interface LeasedEvent {
+  seq: number;
+  event_id: string;
+  type: string;
+  resource_key: string | null;
+  payload: string;
+  depth: number;
+  attempts: number;
 }
 
 /** What a commit leased to the event loop; `complete`: nothing it could have leased was left for want of room. */
@@ -72,25 +86,48 @@ export interface HandedOver<T> {
   complete: boolean;
 }
 
-const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource';
+const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource, lease_owner, lease_until';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
-/** SQLite: one prepared statement, run once per event of the batch (in process, no round trips). */
-const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?,
-    ? IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ?))
-  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id`;
+const SEEN = (key: string) => `${key} IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ${key})`;
+/** SQLite: one prepared statement, run once per event of the batch (in process, no round trips); unleased. */
+const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, NULL, NULL)
+  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, false AS leased`;
+
+/** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
+const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
+  SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, 'received', b.source, b.payload, b.depth, b.replay_of,
+         b.received_at, 0, b.next_attempt_at, b.seen, ${leased ? 'l.lease_owner, l.lease_until' : 'NULL, NULL'}
+  FROM batch b ${leased ? 'LEFT JOIN leased l ON l.ord = b.ord' : ''}`;
+const RETURNING = 'ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, lease_owner IS NOT NULL AS leased';
+
+/**
+ * SQLite: one event, leased as `lease` (FreshLease.sql) says. Its placeholders: the event's (as INSERT_ONE's), then
+ * the lease's. (`WHERE true`: SQLite reads an ON after a SELECT's FROM as a join's without one.)
+ */
+const insertOneLeased = (lease: string) => `WITH batch AS MATERIALIZED (
+    SELECT ? AS id, ? AS type, ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS source, ? AS payload,
+           ? AS depth, ? AS replay_of, ? AS received_at, ? AS next_attempt_at, ${SEEN('?')} AS seen, 1 AS ord),
+  leased AS MATERIALIZED (${lease})
+  ${insertFromBatch(true)} WHERE true ${RETURNING}`;
+
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
- * arrays). The snapshot is probed once per event through its primary key
- * (LATERAL … LIMIT 1): as an EXISTS, a large batch on a table with young
- * statistics was planned as a hashed subplan that read every snapshot.
+ * arrays), leased as `lease` (FreshLease.sql) says, if given. The snapshot is
+ * probed once per event through its primary key (LATERAL … LIMIT 1): as an
+ * EXISTS, a large batch on a table with young statistics was planned as a
+ * hashed subplan that read every snapshot. Placeholders: received_at,
+ * next_attempt_at, the columns, then the lease's.
  */
-export const INSERT_MANY = `INSERT INTO events (${COLUMNS})
-  SELECT id, type, t.resource_key, scope_kind, scope_parent, 'received', source, payload, depth, replay_of, ?, 0, ?,
-         t.resource_key IS NULL OR s.seen IS NOT NULL
-  FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
-       AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of)
-  LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true
-  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id`;
+export function insertManySql(lease?: string): string {
+  return `WITH batch AS MATERIALIZED (
+    SELECT t.*, ?::varchar AS received_at, ?::varchar AS next_attempt_at, t.resource_key IS NULL OR s.seen IS NOT NULL AS seen
+    FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
+         WITH ORDINALITY AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of, ord)
+    LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true)
+  ${lease === undefined ? '' : `, leased AS MATERIALIZED (${lease})`}
+  ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}`;
+}
+export const INSERT_MANY = insertManySql();
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
 
@@ -98,9 +135,11 @@ const MAX_BATCH = 500;
 export class EventWriter {
   private readonly listeners: Array<() => void> = [];
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
-  private handOff: FreshEventsHandOff<unknown> | undefined;
+  private handOff: FreshEventsHandOff | undefined;
   /** What the batch being committed leased (one batch at a time: GroupCommit flushes in turn). */
-  private leased: HandedOver<unknown> | undefined;
+  private leased: HandedOver<LeasedEvent> | undefined;
+  /** The statements that store and lease, by the lease's text (one per database kind). */
+  private readonly leasingTexts = new Map<string, string>();
 
   constructor(
     private readonly db: Database,
@@ -120,8 +159,8 @@ export class EventWriter {
   }
 
   /** Leases new events to the event loop in the commit that stores them (at most one hand-off). */
-  handOffTo<T>(handOff: FreshEventsHandOff<T>): void {
-    this.handOff = handOff as FreshEventsHandOff<unknown>;
+  handOffTo(handOff: FreshEventsHandOff): void {
+    this.handOff = handOff;
   }
 
   /** Resolves once the event is committed (or known already); rejects with the batch's error, nothing stored. */
@@ -132,14 +171,49 @@ export class EventWriter {
   private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
     this.leased = undefined;
     const receivedAt = this.clock.now().toISOString();
-    const inserting = insertedRows(sql, this.db.kind, events, receivedAt);
-    const seqs = () => inserting.then((rows) => rows.map((r) => Number(r.seq)));
-    const leasing = this.handOff?.lease(sql, { eventIds: events.map((e) => e.eventId), receivedAt, inserted: seqs() });
-    const [rows, leased] = await Promise.all([inserting, leasing]);
-    if (rows.length > 0) this.leased = leased ?? { events: [], complete: false };
+    const lease = this.handOff?.lease();
+    const rows = this.db.kind === 'postgres'
+      ? await this.insertMany(sql, events, receivedAt, lease)
+      : await this.insertEach(sql, events, receivedAt, lease);
+    if (rows.length > 0) this.leased = leasedOf(events, rows, lease);
     const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
+  }
+
+  private leasingText(lease: FreshLease, make: (lease: string) => string): string {
+    let text = this.leasingTexts.get(lease.sql);
+    if (text === undefined) this.leasingTexts.set(lease.sql, (text = make(lease.sql)));
+    return text;
+  }
+
+  private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
+    const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
+    // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
+    // per session (0.08 ms of planning a commit before).
+    planOnceByKey(sql);
+    const params = [
+      now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
+      column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
+      column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
+    ];
+    if (lease === undefined) return sql.rows<Inserted>(INSERT_MANY, params);
+    return sql.rows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
+  }
+
+  /** SQLite: event by event, leased while there is room (each sees the ones before it, leased or not). */
+  private async insertEach(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
+    const inserted: Inserted[] = [];
+    let room = lease?.room ?? 0;
+    for (const e of events) {
+      const values = [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey];
+      const rows = lease !== undefined && room > 0
+        ? await sql.rows<Inserted>(this.leasingText(lease, insertOneLeased), [...values, ...lease.params])
+        : await sql.rows<Inserted>(INSERT_ONE, values);
+      for (const row of rows) if (row.leased) room--;
+      inserted.push(...rows);
+    }
+    return inserted;
   }
 
   /** After a commit that stored new events: what it leased to the event loop, then the listeners. */
@@ -155,24 +229,24 @@ export class EventWriter {
 interface Inserted {
   seq: number | string;
   event_id: string;
+  /** SQLite answers 0 or 1. */
+  leased: boolean | number;
 }
 
-async function insertedRows(sql: Statements, kind: DatabaseKind, events: NewEvent[], now: string): Promise<Inserted[]> {
-  if (kind === 'postgres') {
-    const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    // Found by key alone (the snapshots by resource key, the conflicts by event id): planned once per session (0.08 ms
-    // of planning a commit before), and so is the lease of fresh events that follows it in this commit.
-    planOnceByKey(sql);
-    return sql.rows<Inserted>(INSERT_MANY, [
-      now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
-      column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
-      column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
-    ]);
+/**
+ * The events a commit leased, as a claim returns them, oldest first. Complete when the lease had room for every new
+ * event and none of the batch was a duplicate: a duplicate may have taken a place in the lease, or stood first for
+ * its resource in the batch, so that a later event was left unleased with nothing to let it go.
+ */
+function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined): HandedOver<LeasedEvent> {
+  if (lease === undefined) return { events: [], complete: false };
+  const byId = new Map(events.map((e) => [e.eventId, e]));
+  const leased: LeasedEvent[] = [];
+  for (const row of rows) {
+    const e = byId.get(row.event_id);
+    if (!row.leased || e === undefined) continue;
+    leased.push({ seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 });
   }
-  const inserted: Inserted[] = [];
-  for (const e of events) {
-    const rows = await sql.rows<Inserted>(INSERT_ONE, [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey]);
-    inserted.push(...rows);
-  }
-  return inserted;
+  leased.sort((a, b) => a.seq - b.seq);
+  return { events: leased, complete: rows.length <= lease.room && rows.length === events.length };
 }

@@ -1,6 +1,6 @@
 /**
  * Intake's commit leases the new events the event loop may evaluate at once
- * to this process (event-writer.ts, work-queue.ts `leaseFresh`), under the
+ * to this process in the INSERT that stores them (event-writer.ts, work-queue.ts `freshLease`), under the
  * claim's own conditions; the rest wait for a claim, and `anyClaimable` says
  * whether a claim would find anything. On a real database, both kinds.
  */
@@ -37,8 +37,8 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
     room = 100;
     taken = [];
     leasedEvents = [];
-    writer.handOffTo<ClaimedEvent>({
-      lease: (sql, fresh) => queue.leaseFresh(sql, fresh, room),
+    writer.handOffTo({
+      lease: () => queue.freshLease(room),
       take: (leased, complete) => {
         leasedEvents.push(...leased);
         taken.push({ ids: leased.map((e) => e.event_id), left: !complete });
@@ -94,6 +94,27 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
     expect(await holder('in-a')).toBeNull();
   });
 
+  it('stores the events it leases leased, and the others unleased, in one write each', async () => {
+    await writeAll([anEvent('a1', 'task:1'), anEvent('a2', 'task:1')]);
+    const leases = await db.manager.find(EventEntity, { order: { seq: 'ASC' } });
+    expect(leases.map((e) => [e.eventId, e.leaseOwner, e.leaseUntil])).toEqual([
+      ['a1', queue.owner, new Date(clock.now().getTime() + EVENT_LEASE_MS).toISOString()],
+      ['a2', null, null],
+    ]);
+  });
+
+  it('says a commit with a duplicate in it left events for a claim, and the claim takes the one a duplicate stood before', async () => {
+    await writer.write(anEvent('old', 'task:9'));
+    await db.write((m) => m.update(EventEntity, { eventId: 'old' }, { status: 'processed', leaseOwner: null, leaseUntil: null }));
+    // The duplicate of 'old' comes first for task:9 in this commit: the new event about task:9 may be left unleased.
+    await writeAll([anEvent('old', 'task:9'), anEvent('new', 'task:9'), anEvent('other', 'task:3')]);
+    const last = taken.at(-1);
+    expect(last?.left).toBe(true);
+    expect(last?.ids).toContain('other');
+    const claimed = (await queue.claimEvents(10)).map((e) => e.event_id);
+    expect([...(last?.ids ?? []), ...claimed].filter((id) => id !== 'other')).toEqual(['new']);
+  });
+
   it('leases no more than the room the event loop has; the rest go to a claim', async () => {
     room = 2;
     await writeAll(['a', 'b', 'c', 'd'].map((id) => anEvent(id)));
@@ -111,7 +132,7 @@ describe.each(kinds.filter((kind) => kind.name === 'sqlite'))('the probe before 
     const { db, clock, writer, queue } = store;
     // Room for the first event only.
     let room = 1;
-    writer.handOffTo<ClaimedEvent>({ lease: (sql, fresh) => queue.leaseFresh(sql, fresh, room--), take: () => undefined });
+    writer.handOffTo({ lease: () => queue.freshLease(room--), take: () => undefined });
     await writer.write(anEvent('handed'));
     expect(await queue.anyClaimable()).toBe(false);
     await writer.write(anEvent('later'));

@@ -40,7 +40,7 @@ import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
-import type { FreshEvents, HandedOver } from '../intake/event-writer.js';
+import type { FreshLease } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
 import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from './runs-in-flight.js';
 import { unseenScopedSql } from './unseen-claim.js';
@@ -66,12 +66,6 @@ const BARRIER_SEQ = `COALESCE(
    ORDER BY x.received_at, x.seq LIMIT 1),
   2147483647)`;
 
-/** No creating run in flight under a live lease (`?`: now) could have caused event `e` (causal-scope.ts `inScope`). */
-const OUTSIDE_EVERY_SCOPE = `NOT EXISTS (
-  SELECT 1 FROM action_runs a
-  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = e.scope_kind
-    AND (a.scope_parent IS NULL OR e.scope_parent IS NULL OR a.scope_parent = e.scope_parent)
-    AND a.lease_until > ? AND a.created_at <= e.received_at)`;
 /**
  * When the oldest creating run in flight under a live lease (`?`: now) that could have caused an event of scope
  * (`kind`, `parent`) was created. A MIN written as the first row in created_at order: as MIN(a.created_at),
@@ -140,49 +134,50 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
   OR EXISTS (SELECT 1 FROM events INDEXED BY idx_events_leased WHERE lease_owner IS NOT NULL AND status = 'received' AND lease_until < ?) AS due`;
 
 /**
- * Leases to this process the events a commit has just stored that it may evaluate now, in that same commit: the
- * conditions of the claim, with the causal barrier checked against each unseen resource's scope. SQLite finds them by
- * seq (`seqs`, a JSON array); PostgreSQL by id among those received at the commit's time (`ids`, `receivedAt`), so
- * that the statement can follow the INSERT before its answer is back, with a LIMIT (`room`). Placeholders on SQLite:
- * owner, lease until, the seqs, now, now, now (runs' leases); on PostgreSQL: the ids, receivedAt, now (runs' leases),
- * owner, lease until, now, now, room. No LIMIT on SQLite: the caller passes only as many events as it has room for (a
- * bound LIMIT would have SQLite plan the statement again each time, see limitSql).
+ * What keeps a new event waiting behind the ones before it, for intake's lease of `batch` (event-writer.ts
+ * FreshLease): an event about its resource still waiting, or a run of an earlier event about it unfinished. (A new
+ * event is due and unleased, and every stored event came before it.)
  */
-export function leaseFreshSql(kind: DatabaseKind): string {
-  if (kind === 'postgres') return LEASE_FRESH_POSTGRES;
-  return `UPDATE events SET lease_owner = ?, lease_until = ?
-    WHERE seq IN (
-      SELECT e.seq FROM events e
-      WHERE e.seq IN (SELECT value FROM json_each(?)) AND e.status = 'received' AND ${claimFilters(kind)}
-        AND (e.seen_resource OR ${OUTSIDE_EVERY_SCOPE}))
-    RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
+function behindEarlier(kind: DatabaseKind): string {
+  const fence = kind === 'postgres' ? ' OFFSET 0' : '';
+  return `NOT EXISTS (SELECT 1 FROM events p WHERE p.resource_key = b.resource_key AND p.status = 'received'${fence})
+      AND NOT EXISTS (SELECT 1 FROM action_runs a WHERE a.resource_key = b.resource_key AND ${UNFINISHED_RUN}${fence})`;
 }
 
 /**
- * PostgreSQL: the new events' seqs first (`fresh`), through the unique index on event_id (or received_at), then each
- * row by its primary key. Planned as one scan, the ids' condition was ANDed in a bitmap with idx_events_status_seq,
- * which read every waiting event for each commit's few. The status `unindexed` (sql.ts), so that no index of waiting
- * events competes with the seqs.
- *
- * The oldest creating run in flight (`heldFrom`) is looked up once per scope of the new events (`held`), not once per
- * event: a commit's events are mostly of a few scopes, and each lookup walks idx_action_runs_creating_in_flight past
- * the entries of creates ended too recently to be marked dead (11 a lookup under load). As a NOT EXISTS, on the young
- * statistics of a table that grew in seconds, it read the whole table for every new event.
+ * Which of a commit's new events intake's INSERT leases to this process (event-writer.ts FreshLease): the conditions
+ * of the claim, with the causal barrier checked against each unseen resource's scope. SQLite stores one event at a
+ * time, each statement seeing the ones before it (placeholders: owner, lease until); the runs' leases are compared
+ * with the time the event is received, which is now.
  */
-const LEASE_FRESH_POSTGRES = `
-  WITH fresh AS MATERIALIZED (
-    SELECT f.seq, f.scope_kind, f.scope_parent FROM events f WHERE f.event_id = ANY(?::varchar[]) AND f.received_at = ?),
-  held AS MATERIALIZED (
+const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until FROM batch b
+  WHERE ${behindEarlier('sqlite')}
+    AND (b.seen OR NOT EXISTS (
+      SELECT 1 FROM action_runs a
+      WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = b.scope_kind
+        AND (a.scope_parent IS NULL OR b.scope_parent IS NULL OR a.scope_parent = b.scope_parent)
+        AND a.lease_until > b.received_at AND a.created_at <= b.received_at))`;
+
+/**
+ * PostgreSQL stores the whole batch in one statement, which sees none of its own rows: of several new events about
+ * one resource only the first may be leased (`nth`). The oldest creating run in flight (`heldFrom`) is looked up once
+ * per scope of the new unseen events (`held`), not once per event: a commit's events are mostly of a few scopes, and
+ * each lookup walks idx_action_runs_creating_in_flight past the entries of creates ended too recently to be marked
+ * dead (11 a lookup under load). As a NOT EXISTS, on the young statistics of a table that grew in seconds, it read
+ * the whole table for every new event. Placeholders: now (the runs' leases), owner, lease until, room.
+ */
+const FRESH_LEASE_POSTGRES = `
+  WITH held AS MATERIALIZED (
     SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
-    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM fresh WHERE scope_kind IS NOT NULL) s)
-  UPDATE events SET lease_owner = ?, lease_until = ?
-  WHERE seq ${inCandidates('postgres', `
-    SELECT e.seq FROM events e
-    WHERE e.seq = ANY(ARRAY(SELECT seq FROM fresh)) AND ${unindexed('e.status')} = 'received' AND ${claimFilters('postgres')}
-      AND (e.seen_resource OR e.received_at < COALESCE(
-        (SELECT h.since FROM held h WHERE h.kind = e.scope_kind AND h.parent IS NOT DISTINCT FROM e.scope_parent), '9999'))
-    ORDER BY e.seq LIMIT ?`)}
-  RETURNING seq, event_id, type, resource_key, payload, depth, attempts`;
+    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s)
+  SELECT b.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until
+  FROM (SELECT b.*, row_number() OVER (PARTITION BY b.resource_key ORDER BY b.ord) AS nth FROM batch b) b
+  WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}
+    AND (b.seen OR b.received_at < COALESCE(
+      (SELECT h.since FROM held h WHERE h.kind = b.scope_kind AND h.parent IS NOT DISTINCT FROM b.scope_parent), '9999'))
+  ORDER BY b.ord LIMIT ?`;
+
+export const freshLeaseSql = (kind: DatabaseKind): string => (kind === 'postgres' ? FRESH_LEASE_POSTGRES : FRESH_LEASE_SQLITE);
 
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
 function skipLocked(kind: DatabaseKind): string {
@@ -286,7 +281,6 @@ export class WorkQueue {
   /** Identifies this process's leases. */
   readonly owner = randomUUID();
   private analyzedAt = 0;
-  private leaseFreshSql: string | undefined;
   /** The claims' statements, by limit (see limitSql). */
   private readonly claimEventsTexts = new Map<number, string>();
   /** The action claim's statements, by limit (SQLite only) and whether they look for runs whose lease ran out. */
@@ -335,29 +329,15 @@ export class WorkQueue {
   }
 
   /**
-   * Inside the commit that stores new events (`sql`: its statements): leases to this process, for the event loop
-   * in memory, those it may evaluate at once, `room` at most. The others wait for a claim, as before; `complete`
-   * when there was room for all of them. On PostgreSQL the lease goes out at once, behind the INSERT.
+   * The lease intake's next commit gives the new events this process may evaluate at once (event-writer.ts
+   * FreshLease), `room` at most; none without room. The others wait for a claim, as before.
    */
-  async leaseFresh(sql: Statements, fresh: FreshEvents, room: number): Promise<HandedOver<ClaimedEvent>> {
+  freshLease(room: number): FreshLease | undefined {
+    if (room <= 0) return undefined;
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
-    const now = this.clock.now().toISOString();
-    if (this.db.kind === 'postgres') {
-      // Planned once per session, as the INSERT before it in the same commit (event-writer.ts set the settings).
-      const leasing = room > 0 ? sql.rows<ClaimedEvent>(this.leaseFreshText, [fresh.eventIds, fresh.receivedAt, now, ...lease, now, now, room]) : [];
-      const [rows, seqs] = await Promise.all([leasing, fresh.inserted]);
-      return { events: rows.sort((a, b) => a.seq - b.seq), complete: seqs.length <= room };
-    }
-    const seqs = await fresh.inserted;
-    const complete = seqs.length <= room;
-    if (seqs.length === 0 || room <= 0) return { events: [], complete };
-    const first = seqs.length > room ? seqs.slice(0, room) : seqs;
-    const rows = await sql.rows<ClaimedEvent>(this.leaseFreshText, [...lease, JSON.stringify(first), now, now, now]);
-    return { events: rows.sort((a, b) => a.seq - b.seq), complete };
-  }
-
-  private get leaseFreshText(): string {
-    return (this.leaseFreshSql ??= leaseFreshSql(this.db.kind));
+    const kind = this.db.kind;
+    const params = kind === 'postgres' ? [this.clock.now().toISOString(), ...lease, room] : lease;
+    return { sql: freshLeaseSql(kind), params, room };
   }
 
   /** The event claim's statement for `limit`, made once (see claimEventsSql). */

@@ -125,8 +125,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     private readonly replicas: Replicas,
     progress: ExecutionProgress,
   ) {
-    writer.handOffTo<ClaimedEvent>({
-      lease: (sql, fresh) => this.queue.leaseFresh(sql, fresh, this.running ? HANDED_MAX - this.handed.length : 0),
+    writer.handOffTo({
+      lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length : 0),
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete) => {
