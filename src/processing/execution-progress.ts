@@ -53,7 +53,7 @@ const RECORD_OUTCOME = `
   WHERE id = ? AND lease_owner = ? AND status = 'running'`;
 const SAVE_PROVENANCE = `
   INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
-  VALUES (?, COALESCE((SELECT depth FROM events WHERE seq = ?), 0), ?, ?, ?)
+  VALUES (?, COALESCE(?, (SELECT depth FROM events WHERE seq = ?), 0), ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
 
@@ -81,9 +81,12 @@ export async function loadExecutions(sql: Statements, kind: DatabaseKind, ids: s
   return new Map(rows.map((row) => [row.id, loadedOf(row)]));
 }
 
-/** The resource an action created or changed: an event about it soon after is the engine's own doing. */
-export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, resourceKey: string | null, now: string): Promise<void> {
-  if (resourceKey) await sql.run(SAVE_PROVENANCE, [resourceKey, claim.event_seq, claim.id, claim.rule_id, now]);
+/**
+ * The resource an action created or changed: an event about it soon after is the engine's own doing. Its depth is
+ * that of the run's event: `depth` when the caller has it (its execution in hand), else read from the event.
+ */
+export async function saveProvenance(sql: Statements, claim: ClaimedActionRun, resourceKey: string | null, now: string, depth?: number): Promise<void> {
+  if (resourceKey) await sql.run(SAVE_PROVENANCE, [resourceKey, depth ?? null, claim.event_seq, claim.id, claim.rule_id, now]);
 }
 
 @Injectable()
@@ -143,7 +146,7 @@ export class ExecutionProgress {
     if (!changed) return false;
     this.recorded(outcome);
     if (result.status === 'succeeded' && result.request) {
-      await saveProvenance(sql, claim, touchedResource(claim.type, result.request, result.response), now);
+      await saveProvenance(sql, claim, touchedResource(claim.type, result.request, result.response), now, loaded?.eventDepth);
     }
     if (result.status === 'retrying') return true;
     await this.advance(sql, outcome, loaded ?? (await loadExecution(sql, claim)));

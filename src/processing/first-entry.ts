@@ -105,6 +105,6 @@ export async function insertFirstRun(
     run.attempts, start.resumeAt ?? now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,
     start.scope?.kind ?? null, start.scope?.parent ?? null,
   ]);
-  if (start.targeting !== undefined) await saveProvenance(sql, run, touchedResource(type, start.targeting, null), now);
+  if (start.targeting !== undefined) await saveProvenance(sql, run, touchedResource(type, start.targeting, null), now, execution.eventDepth);
   return run;
 }

@@ -42,10 +42,11 @@ export const RECORD_MANY = `
   WHERE r.id = t.id AND r.lease_owner = t.owner AND ${unindexed('r.status')} = t.was AND r.id = ANY(?::text[])
   RETURNING r.id`;
 
+/** The depth of the run's event: from its execution when it is in hand (`t.depth`), else read from the event. */
 const PROVENANCE_MANY = `
   INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
-  SELECT t.resource_key, COALESCE((SELECT depth FROM events WHERE seq = t.event_seq), 0), t.action_run_id, t.rule_id, t.changed_at
-  FROM ${unnestOf(['resource_key', 'event_seq', 'action_run_id', 'rule_id', 'changed_at'], ['text', 'int', 'text', 'text', 'text'])}
+  SELECT t.resource_key, COALESCE(t.depth, (SELECT depth FROM events WHERE seq = t.event_seq), 0), t.action_run_id, t.rule_id, t.changed_at
+  FROM ${unnestOf(['resource_key', 'event_seq', 'depth', 'action_run_id', 'rule_id', 'changed_at'], ['text', 'int', 'int', 'text', 'text', 'text'])}
   ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
                                            rule_id = excluded.rule_id, changed_at = excluded.changed_at`;
 
@@ -105,14 +106,14 @@ async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string
 /** The resources the succeeded runs touched; of two runs touching one resource, the later in the batch wins. */
 async function saveProvenances(sql: Statements, recorded: Outcome[]): Promise<void> {
   const rows = new Map<string, unknown[]>();
-  for (const { claim, result, now } of recorded) {
+  for (const { claim, result, now, loaded } of recorded) {
     if (result.status !== 'succeeded' || !result.request) continue;
     const key = touchedResource(claim.type, result.request, result.response);
-    if (key) rows.set(key, [key, claim.event_seq, claim.id, claim.rule_id, now]);
+    if (key) rows.set(key, [key, claim.event_seq, loaded?.eventDepth ?? null, claim.id, claim.rule_id, now]);
   }
   if (rows.size === 0) return;
   const values = [...rows.values()];
-  await sql.queue(PROVENANCE_MANY, [0, 1, 2, 3, 4].map((column) => values.map((row) => row[column])));
+  await sql.queue(PROVENANCE_MANY, [0, 1, 2, 3, 4, 5].map((column) => values.map((row) => row[column])));
 }
 
 /** A plain run (no forEach item) of its rule's last action that succeeded: its execution ends with it. */
