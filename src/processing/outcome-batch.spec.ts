@@ -14,7 +14,8 @@ import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { writeUnseen } from '../../test/support/barrier.js';
 import { aRule } from '../../test/support/rule-factory.js';
-import { ExecutionProgress } from './execution-progress.js';
+import { statementsOf } from '../database/statements.js';
+import { ExecutionProgress, loadExecution } from './execution-progress.js';
 import type { ClaimedActionRun, ClaimedEvent } from './work.js';
 
 const kinds = await databasesUnderTest('outcomes recorded together');
@@ -83,6 +84,27 @@ describe.each(kinds)('action outcomes committed together on $name', (kind) => {
     expect(await run(stolen.id)).toMatchObject({ status: 'running', leaseOwner: 'someone else', response: null });
     expect(await core.db.manager.findOneBy(ResourceProvenanceEntity, { resourceKey: 'task:tsk_stolen' })).toBeNull();
     expect(await executionOf(stolen)).toMatchObject({ status: 'running' });
+  });
+
+  it("records a touched resource at its event's depth: from the execution in hand, else from the event", async () => {
+    await core.store(taskEvent('task.completed', { title: 'One' }));
+    await core.store(taskEvent('task.completed', { title: 'Two' }));
+    await core.processNext();
+    await core.processNext();
+    const [inHand, read] = (await core.queue.claimActionRuns(10, 60_000)).filter((c) => c.rule_id === 'single').sort((a, b) => a.event_seq - b.event_seq);
+    // Depths no event here would reach by itself: each comes from where it was told to.
+    await core.db.write((m) => m.update(EventEntity, { seq: read.event_seq }, { depth: 2 }));
+    const loaded = { ...(await loadExecution(statementsOf(core.db.manager), inHand)), eventDepth: 3 };
+
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const now = core.clock.now().toISOString();
+    await Promise.all([
+      progress.record(inHand, core.queue.owner, succeeded(inHand, 'tsk_in_hand'), now, loaded),
+      progress.record(read, core.queue.owner, succeeded(read, 'tsk_read'), now),
+    ]);
+    const depth = async (resourceKey: string) => (await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey })).depth;
+    expect(await depth('task:tsk_in_hand')).toBe(3);
+    expect(await depth('task:tsk_read')).toBe(2);
   });
 
   it('claims, in the commit that records them, the events the outcomes let go, and nothing when none was recorded', async () => {
