@@ -30,6 +30,7 @@ import { SqliteUnseenByScope1765300000000 } from './migrations/1765300000000-sql
 import { RunsByResource1765400000000 } from './migrations/1765400000000-runs-by-resource.js';
 import { PostgresHotLeases1765500000000 } from './migrations/1765500000000-postgres-hot-leases.js';
 import { RunsInFlightByKey1765600000000 } from './migrations/1765600000000-runs-in-flight-by-key.js';
+import { FailedRunsByExecution1765700000000 } from './migrations/1765700000000-failed-runs-by-execution.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -51,6 +52,7 @@ export const MIGRATIONS = [
   RunsByResource1765400000000,
   PostgresHotLeases1765500000000,
   RunsInFlightByKey1765600000000,
+  FailedRunsByExecution1765700000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

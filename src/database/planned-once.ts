@@ -26,6 +26,13 @@ export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_
 const PLANNED_EACH_TIME = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'on', enable_seqscan: 'on' });
 
 /**
+ * Planned at every execution, for its values, but found by key only: for a batch statement whose plan depends on
+ * the batch (planned once, FINISH_EXECUTIONS compared every row of a batch with every other, outcome-batch.ts), on a
+ * table the statistics still count in thousands, where a sequential scan looks cheaper than a few dozen probes.
+ */
+export const PLANNED_EACH_TIME_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'off', enable_seqscan: 'off' });
+
+/**
  * Sets PLANNED_ONCE_BY_KEY for the rest of the transaction: sent in the same write as what follows and not waited
  * for (if it fails, so does the commit: Statements.queue).
  */
@@ -36,6 +43,11 @@ export function planOnceByKey(sql: Statements): void {
 /** Sets PLANNED_EACH_TIME for the rest of the transaction, as planOnceByKey sets its settings. */
 export function planEachTime(sql: Statements): void {
   sql.queue(PLANNED_EACH_TIME).catch(() => undefined);
+}
+
+/** Sets PLANNED_EACH_TIME_BY_KEY for the rest of the transaction, as planOnceByKey sets its settings. */
+export function planEachTimeByKey(sql: Statements): void {
+  sql.queue(PLANNED_EACH_TIME_BY_KEY).catch(() => undefined);
 }
 
 /** Runs `text`, the last statement of its transaction, with PLANNED_ONCE_BY_KEY. */

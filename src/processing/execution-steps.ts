@@ -11,13 +11,14 @@ import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import { isStep } from '../rules/rule.types.js';
 import { newActionRun } from './new-action-run.js';
+import { FAILED_RUN } from './runs-in-flight.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
 const INSERT_RUN = `
   INSERT INTO action_runs (id, execution_id, event_seq, resource_key, rule_id, position, action_id, type, status,
                            attempts, next_attempt_at, created_at, updated_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)`;
-const COUNT_FAILED = `SELECT COUNT(*) AS n FROM action_runs WHERE execution_id = ? AND status = 'failed'`;
+const COUNT_FAILED = `SELECT COUNT(*) AS n FROM action_runs a WHERE a.execution_id = ? AND ${FAILED_RUN}`;
 /** Only an execution still under way is closed: one cancelled or stopped meanwhile keeps its status. */
 const FINISH_EXECUTION = `UPDATE executions SET status = ?, finished_at = ?, error = ?, resume_at = NULL WHERE id = ? AND status IN ('running', 'waiting')`;
 const LOCK_EXECUTION = 'SELECT id FROM executions WHERE id = ? FOR UPDATE';

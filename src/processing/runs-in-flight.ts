@@ -1,6 +1,7 @@
 /**
- * Action runs in flight, in the words of the two partial indexes that hold
- * just them (migration 1765600000000): the status as `(status || '')`, the
+ * Action runs in flight (and failed ones), in the words of the partial indexes
+ * that hold just them (migrations 1765600000000 and 1765700000000): the status
+ * as `(status || '')`, the
  * same value, so that those indexes serve the conditions and no index of runs
  * by status can. Not sql.ts's `unindexed` (COALESCE): the claims check a run's
  * status again in those words, and that check must imply neither predicate, or
@@ -13,3 +14,6 @@ export const CREATING_IN_FLIGHT = `${STATUS} = 'running' AND a.scope_kind IS NOT
 
 /** Unfinished runs (idx_action_runs_unfinished: resource key, event seq): what per-resource ordering waits for. */
 export const UNFINISHED_RUN = `${STATUS} IN ('pending', 'running', 'retrying')`;
+
+/** Failed runs (idx_action_runs_failed: execution id): what the end of an execution counts. */
+export const FAILED_RUN = `${STATUS} = 'failed'`;

@@ -24,7 +24,7 @@
  * `guardedRowsOf`).
  */
 import { Logger } from '@nestjs/common';
-import { planEachTime, PLANNED_ONCE_BY_KEY, planOnceByKey, plannedOnce } from '../database/planned-once.js';
+import { planEachTime, PLANNED_EACH_TIME_BY_KEY, PLANNED_ONCE_BY_KEY, planOnceByKey, plannedOnce } from '../database/planned-once.js';
 import { queryRows, toDialect } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
@@ -430,6 +430,40 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(rowsRead(plan)).toBeLessThan(32 * 4);
     expect(inserted(plan)).toBe(32);
     expect(inserted(plain)).toBe(32);
+  });
+
+  it('ends a batch of executions by key, their failed runs counted through their own index, on a table of a thousand', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const manager = core.db.manager;
+    // A thousand executions with a run each, the last 25 running; one of those has a failed run besides.
+    await queryRows(
+      manager,
+      `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at)
+       SELECT 'x-' || g, g, 'evt-' || g, 'rule', 'v1', CASE WHEN g > 975 THEN 'running' ELSE 'succeeded' END, '[]', '{}', ? FROM generate_series(1, 1000) g`,
+      [now],
+    );
+    await queryRows(
+      manager,
+      `INSERT INTO action_runs (id, execution_id, event_seq, rule_id, position, type, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT 'run-' || g, 'x-' || g, g, 'rule', 0, 'task.create', 'succeeded', 1, ?, ?, ? FROM generate_series(1, 1000) g
+       UNION ALL SELECT 'run-f', 'x-980', 980, 'rule', 1, 'task.create', 'failed', 1, ?, ?, ?`,
+      [now, now, now, now, now, now],
+    );
+    await queryRows(manager, 'ANALYZE action_runs, executions');
+    const ids = Array.from({ length: 25 }, (_, i) => `x-${976 + i}`);
+    const end = (settings: string) => preparedPlan(settings, FINISH_EXECUTIONS, [ids, ids.map(() => now), ids], []);
+    const scansOf = (plan: Node[]) => plan.filter((n) => n['Relation Name'] === 'executions').map((n) => n['Node Type']);
+
+    // Planned for these values with the sessions' settings, it reads the table.
+    const plain = await end("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)");
+    expect(scansOf(plain)).toContain('Seq Scan');
+    const plan = await end(PLANNED_EACH_TIME_BY_KEY);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(plan.map((n) => n['Index Name'])).toContain('idx_action_runs_failed');
+    expect(plan.map((n) => n['Index Name'])).not.toContain('idx_action_runs_execution');
+    expect(rowsRead(plan)).toBeLessThan(100);
+    // The 25 rows to update (a ModifyTable without RETURNING counts none itself).
+    expect(plan[0].Plans?.[0]['Actual Rows']).toBe(25);
   });
 
   it('finds the runs in flight (creating ones, unfinished ones by resource) through their own indexes, not the index of runs by status', async () => {
