@@ -55,9 +55,12 @@ export const MARK_SEEN_MANY = `UPDATE events SET seen_resource = TRUE WHERE ${un
   SELECT w.seq FROM unnest(?::text[]) AS k(key)
   CROSS JOIN LATERAL (SELECT u.seq FROM events u WHERE u.resource_key = k.key AND ${unseenWaiting('u.')} OFFSET 0) w))`;
 // SQLite (no statistics) would walk the status index through every waiting event: name the index of the resource's
-// waiting events (its index of all events would walk the resource's whole history).
-const MARK_SEEN_SQLITE = `UPDATE events SET seen_resource = TRUE
-  WHERE seq IN (SELECT seq FROM events INDEXED BY idx_events_waiting_resource WHERE resource_key = ? AND status = 'received' AND NOT seen_resource)`;
+// waiting events (its index of all events would walk the resource's whole history). On the UPDATE itself: as
+// `seq IN (SELECT … INDEXED BY …)` it built a temporary table of the seqs first, 6.8 µs a call instead of 3.3 when no
+// event is waiting, which is almost always (seen_resource is in neither the index nor its predicate, so the rows are
+// changed as the index is walked).
+const MARK_SEEN_SQLITE = `UPDATE events INDEXED BY idx_events_waiting_resource SET seen_resource = TRUE
+  WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
 const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions
