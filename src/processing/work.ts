@@ -6,20 +6,14 @@
  */
 import type { EventStatus } from '../database/event.entity.js';
 import type { EventEnvelope } from '../intake/envelope.js';
+import type { LeasedEvent } from '../intake/event-writer.js';
 import type { RuleEvaluation } from '../rules/rule-evaluator.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import type { ChainPosition } from './loop-guard.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 
-export interface ClaimedEvent {
-  seq: number;
-  event_id: string;
-  type: string;
-  resource_key: string | null;
-  payload: string;
-  depth: number;
-  attempts: number;
-}
+/** An event leased to this process, by a claim or by intake's INSERT (the same columns either way). */
+export type ClaimedEvent = LeasedEvent;
 
 export interface ClaimedActionRun {
   id: string;
