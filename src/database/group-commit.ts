@@ -18,7 +18,16 @@ export interface GroupCommitOptions {
   durable?: boolean;
   /** The largest batch one transaction takes. */
   maxBatch?: number;
+  /**
+   * While this says more items are on their way (and at most MAX_HOLDS turns of the event loop), a batch about to
+   * be committed waits one more turn for them. For a commit that blocks the event loop while it syncs (SQLite's
+   * intake): what arrives meanwhile cannot join it, and waits for a commit of its own.
+   */
+  moreOnTheirWay?: () => boolean;
 }
+
+/** Turns of the event loop a batch waits, at most, for items on their way (`moreOnTheirWay`). */
+export const MAX_HOLDS = 2;
 
 /** Told of each committed batch's results, before its callers are. */
 export type AfterCommit<O> = (results: O[]) => void;
@@ -47,6 +56,7 @@ export class GroupCommit<I, O> {
   }
 
   private async flush(): Promise<void> {
+    for (let turn = 0; turn < MAX_HOLDS && this.options.moreOnTheirWay?.(); turn++) await new Promise(setImmediate);
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
       try {

@@ -22,6 +22,7 @@ import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
+import { requestsOnTheirWay } from './webhook-route.js';
 
 export interface NewEvent {
   eventId: string;
@@ -148,7 +149,8 @@ export class EventWriter {
     this.batches = new GroupCommit(
       db,
       (manager, events) => this.insert(statementsOf(manager), events),
-      { durable: true, maxBatch: MAX_BATCH },
+      // SQLite syncs intake's commit on the event loop: webhooks read meanwhile would wait for a commit of their own.
+      { durable: true, maxBatch: MAX_BATCH, moreOnTheirWay: db.kind === 'sqlite' ? requestsOnTheirWay : undefined },
       () => this.committed(),
     );
   }

@@ -1,0 +1,66 @@
+/**
+ * Group commit (group-commit.ts): items submitted together share one
+ * transaction, and while more are said to be on their way a batch waits a
+ * turn or two of the event loop for them. On a real database of each kind.
+ */
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
+import { openDatabase } from '../../test/support/storage.js';
+import type { Database } from './database.service.js';
+import { GroupCommit, MAX_HOLDS, type GroupCommitOptions } from './group-commit.js';
+import { statementsOf } from './statements.js';
+
+const kinds = await databasesUnderTest('group commit');
+
+describe.each(kinds)('group commit on $name', (kind) => {
+  let testDb: TestDatabase;
+  let db: Database;
+  beforeEach(async () => {
+    testDb = await kind.create();
+    db = await openDatabase(testDb.url);
+  });
+  afterEach(async () => {
+    await db.dataSource.destroy();
+    await testDb.drop();
+  });
+
+  /** A group commit whose batches run one statement each; `batches` holds each batch's items. */
+  function recording(options: GroupCommitOptions = {}) {
+    const batches: number[][] = [];
+    const commit = new GroupCommit<number, number>(db, async (manager, items) => {
+      await statementsOf(manager).rows('SELECT 1 AS one');
+      batches.push(items);
+      return items.map((n) => n * 2);
+    }, options);
+    return { commit, batches };
+  }
+
+  it('commits the items submitted in one turn together, and those of a later turn apart', async () => {
+    const { commit, batches } = recording();
+    const first = Promise.all([commit.submit(1), commit.submit(2)]);
+    await nextTurn();
+    await nextTurn();
+    expect(await Promise.all([first, commit.submit(3)])).toEqual([[2, 4], 6]);
+    expect(batches).toEqual([[1, 2], [3]]);
+  });
+
+  it('waits a turn for items on their way, so that one submitted in the next turn joins the batch', async () => {
+    let onTheirWay = true;
+    const { commit, batches } = recording({ moreOnTheirWay: () => onTheirWay });
+    const first = commit.submit(1);
+    await nextTurn(); // the batch's first look: one on its way
+    const second = commit.submit(2);
+    onTheirWay = false;
+    expect(await Promise.all([first, second])).toEqual([2, 4]);
+    expect(batches).toEqual([[1, 2]]);
+  });
+
+  it(`waits no more than ${MAX_HOLDS} turns, however many are said to be on their way`, async () => {
+    const { commit, batches } = recording({ moreOnTheirWay: () => true });
+    const first = commit.submit(1);
+    for (let turn = 0; turn <= MAX_HOLDS; turn++) await nextTurn();
+    // The first batch has gone (or is going) to the database: the second item makes a batch of its own.
+    expect(await Promise.all([first, commit.submit(2)])).toEqual([2, 4]);
+    expect(batches).toEqual([[1], [2]]);
+  });
+});
