@@ -4,30 +4,20 @@
  * turn or two of the event loop for them. On a real database of each kind.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
-import { openDatabase } from '../../test/support/storage.js';
-import type { Database } from './database.service.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
+import { useQueueStore } from '../../test/support/storage.js';
 import { GroupCommit, MAX_HOLDS, type GroupCommitOptions } from './group-commit.js';
 import { statementsOf } from './statements.js';
 
 const kinds = await databasesUnderTest('group commit');
 
 describe.each(kinds)('group commit on $name', (kind) => {
-  let testDb: TestDatabase;
-  let db: Database;
-  beforeEach(async () => {
-    testDb = await kind.create();
-    db = await openDatabase(testDb.url);
-  });
-  afterEach(async () => {
-    await db.dataSource.destroy();
-    await testDb.drop();
-  });
+  const store = useQueueStore(kind);
 
   /** A group commit whose batches run one statement each; `batches` holds each batch's items. */
   function recording(options: GroupCommitOptions = {}) {
     const batches: number[][] = [];
-    const commit = new GroupCommit<number, number>(db, async (manager, items) => {
+    const commit = new GroupCommit<number, number>(store.db, async (manager, items) => {
       await statementsOf(manager).rows('SELECT 1 AS one');
       batches.push(items);
       return items.map((n) => n * 2);

@@ -22,7 +22,7 @@ import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
-import { requestsOnTheirWay } from './webhook-route.js';
+import { requestsOnTheirWay } from './unread-connections.js';
 
 export interface NewEvent {
   eventId: string;

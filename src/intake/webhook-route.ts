@@ -15,11 +15,11 @@
  */
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import { Logger } from '@nestjs/common';
 import { DomainError, errorBody, StorageUnavailableError } from '../errors.js';
 import { readBody } from '../http/body.js';
 import type { IntakeService } from './intake.service.js';
+import { countUnreadConnections } from './unread-connections.js';
 
 const logger = new Logger('http');
 
@@ -31,27 +31,11 @@ export function isWebhookPost(req: IncomingMessage): boolean {
 }
 
 /** Puts the webhook route in front of whatever already answers the server's requests (Nest's Express app). */
-/** Connections accepted whose first request has not been read yet (see `requestsOnTheirWay`). */
-const unread = new Set<Socket>();
-
-/**
- * Whether connections have been accepted whose first request is not read yet: each is, almost always, a webhook
- * already sent (a sender that opens a connection per webhook). SQLite's intake commit, which blocks the event loop
- * while it syncs, waits a turn of the loop for them (event-writer.ts).
- */
-export function requestsOnTheirWay(): boolean {
-  return unread.size > 0;
-}
-
 export function serveWebhooksFirst(server: Server, intake: IntakeService, maxBytes: number): void {
   const others = server.listeners('request') as RequestListener[];
   server.removeAllListeners('request');
-  server.on('connection', (socket: Socket) => {
-    unread.add(socket);
-    socket.once('close', () => unread.delete(socket));
-  });
+  countUnreadConnections(server);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    unread.delete(req.socket);
     if (isWebhookPost(req)) void receiveWebhook(intake, maxBytes, req, res);
     else for (const listener of others) listener.call(server, req, res);
   });
