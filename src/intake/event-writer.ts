@@ -1,8 +1,9 @@
 /**
  * Group commit for accepted events (database/group-commit.ts). Each caller's
  * event joins the batch being formed; one transaction of INSERT … ON CONFLICT
- * DO NOTHING RETURNING commits the whole batch, and only then is each caller
- * told whether its event was new or a duplicate.
+ * DO NOTHING (one statement for the batch on PostgreSQL, one per event on
+ * SQLite) commits the whole batch, and only then is each caller told whether
+ * its event was new or a duplicate.
  * Nothing is acknowledged before it is committed, and under load many events
  * share one transaction (one fsync) instead of paying one each. When the
  * database refuses the batch (a storage fault), every caller in it gets the
@@ -55,8 +56,9 @@ export interface FreshEventsHandOff {
 }
 
 /**
- * The lease of a commit's new events, in its INSERT: `sql` is a SELECT over
- * `batch` (the events about to be stored, one row each: `ord` their order in
+ * The lease of a commit's new events, in its INSERT (on SQLite, asked just
+ * before each event's INSERT): `sql` is a SELECT over `batch` (the events
+ * about to be stored, one row each: `ord` their order in
  * the commit, `resource_key`, `scope_kind`, `scope_parent`, `seen` as it will
  * be stored, `received_at`) of the `ord`, `lease_owner` and `lease_until` of
  * those to lease, with `params` for its placeholders. Its text is the same for
@@ -90,9 +92,12 @@ export interface HandedOver<T> {
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource, lease_owner, lease_until';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
 const SEEN = (key: string) => `${key} IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ${key})`;
-/** SQLite: one prepared statement, run once per event of the batch (in process, no round trips); unleased. */
-const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, NULL, NULL)
-  ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, false AS leased`;
+/**
+ * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), leased as its last
+ * two placeholders say (NULL, NULL: unleased). Without RETURNING (Statements.insertOne): a conflict stores nothing.
+ */
+const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, ?, ?)
+  ON CONFLICT (event_id) DO NOTHING`;
 
 /** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
 const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
@@ -102,14 +107,14 @@ const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
 const RETURNING = 'ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, lease_owner IS NOT NULL AS leased';
 
 /**
- * SQLite: one event, leased as `lease` (FreshLease.sql) says. Its placeholders: the event's (as INSERT_ONE's), then
- * the lease's. (`WHERE true`: SQLite reads an ON after a SELECT's FROM as a join's without one.)
+ * SQLite: whether one new event is leased, as `lease` (FreshLease.sql) says: its row, or none. Asked before the
+ * event's INSERT_ONE, in the same transaction (SQLite has one writer, and each event's statements see the ones
+ * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, resource_key twice, then the
+ * lease's. (The lease inside the INSERT, as on PostgreSQL, cost 28 µs an event against 16 for the two apart.)
  */
-const insertOneLeased = (lease: string) => `WITH batch AS MATERIALIZED (
-    SELECT ? AS id, ? AS type, ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS source, ? AS payload,
-           ? AS depth, ? AS replay_of, ? AS received_at, ? AS next_attempt_at, ${SEEN('?')} AS seen, 1 AS ord),
-  leased AS MATERIALIZED (${lease})
-  ${insertFromBatch(true)} WHERE true ${RETURNING}`;
+const leasedOne = (lease: string) => `WITH batch AS (
+    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ${SEEN('?')} AS seen, 1 AS ord)
+  ${lease}`;
 
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
@@ -208,12 +213,19 @@ export class EventWriter {
     const inserted: Inserted[] = [];
     let room = lease?.room ?? 0;
     for (const e of events) {
-      const values = [e.eventId, e.type, e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now, e.resourceKey, e.resourceKey];
-      const rows = lease !== undefined && room > 0
-        ? await sql.rows<Inserted>(this.leasingText(lease, insertOneLeased), [...values, ...lease.params])
-        : await sql.rows<Inserted>(INSERT_ONE, values);
-      for (const row of rows) if (row.leased) room--;
-      inserted.push(...rows);
+      const scopeKind = e.scope?.kind ?? null;
+      const scopeParent = e.scope?.parent ?? null;
+      const [leased] = lease !== undefined && room > 0
+        ? await sql.rows<{ lease_owner: string; lease_until: string }>(
+          this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, e.resourceKey, e.resourceKey, ...lease.params])
+        : [];
+      const seq = await sql.insertOne(INSERT_ONE, [
+        e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now,
+        e.resourceKey, e.resourceKey, leased?.lease_owner ?? null, leased?.lease_until ?? null,
+      ]);
+      if (seq === undefined) continue; // a duplicate
+      if (leased) room--;
+      inserted.push({ seq, event_id: e.eventId, leased: leased !== undefined });
     }
     return inserted;
   }

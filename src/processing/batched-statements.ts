@@ -35,6 +35,10 @@ export class BatchedStatements implements Statements {
     return 1;
   }
 
+  insertOne(sql: string, params?: readonly unknown[]): Promise<number | undefined> {
+    return this.sql.insertOne(sql, params);
+  }
+
   queue(sql: string, params?: readonly unknown[]): Promise<void> {
     return this.sql.queue(sql, params);
   }
