@@ -56,12 +56,16 @@ export async function advanceExecution(sql: Statements, kind: DatabaseKind, clai
     await insertEntry(sql, execution, next, claim.resource_key ?? null, now);
     return;
   }
-  const [{ n }] = await sql.rows<{ n: number | string }>(COUNT_FAILED, [execution.id]);
-  const failures = Number(n);
+  const failures = onlyRun(claim, execution) ? Number(failed) : Number((await sql.rows<{ n: number | string }>(COUNT_FAILED, [execution.id]))[0].n);
   const error = failed
     ? `action ${claim.action_id ?? `#${claim.position + 1}`} (${claim.type}) failed${end.errorCode ? `: ${end.errorCode}: ${end.errorMessage}` : ''}`
     : failures > 0 ? `${failures} action(s) failed` : null;
   await finishExecution(sql, execution.id, failures > 0 || failed ? 'failed' : 'succeeded', now, error);
+}
+
+/** The run is its execution's only one (a rule of one action, not forEach): it alone says whether any failed. */
+function onlyRun(claim: ClaimedActionRun, execution: LoadedExecution): boolean {
+  return execution.rule.actions.length === 1 && (claim.item_index === null || claim.item_index === undefined);
 }
 
 /**
