@@ -126,6 +126,28 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     });
   }
 
+  describe('an INSERT of one row (Statements.insertOne)', () => {
+    if (kind.name === 'sqlite') {
+      it('answers the new row\'s rowid, and nothing when ON CONFLICT DO NOTHING stored nothing', async () => {
+        const ids = await db.write(async (m) => {
+          const sql = statementsOf(m);
+          await sql.run('CREATE UNIQUE INDEX notes_body ON notes (body)');
+          const insert = 'INSERT INTO notes (body) VALUES (?) ON CONFLICT (body) DO NOTHING';
+          return [await sql.insertOne(insert, ['first']), await sql.insertOne(insert, ['second']), await sql.insertOne(insert, ['first'])];
+        });
+        const rowids = await queryRows<{ rowid: number; body: string }>(db.manager, 'SELECT rowid, body FROM notes ORDER BY rowid');
+        expect(rowids.map((row) => row.body)).toEqual(['first', 'second']);
+        expect(ids).toEqual([rowids[0].rowid, rowids[1].rowid, undefined]);
+      });
+    } else {
+      it('is refused on PostgreSQL, which has no rowid, with a message that says so', async () => {
+        const error = await db.write((m) => statementsOf(m).insertOne('INSERT INTO notes (body) VALUES (?)', ['x'])).catch((e: unknown) => e);
+        expect((error as Error).message).toMatch(/SQLite's.*RETURNING/);
+        expect(await committedNotes('postgres', testDb.url)).toEqual([]);
+      });
+    }
+  });
+
   describe('a queued statement (Statements.queue)', () => {
     const insert = 'INSERT INTO notes (body) VALUES (?)';
 
