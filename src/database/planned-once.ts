@@ -9,8 +9,9 @@
  * gone, so the next one skips them, which a bitmap never does (young-statistics.spec.ts).
  *
  * Planning was the largest cost of some of these statements on the server (`pg_stat_statements`, one end to end run
- * of 20,000 events): the action claim 0.28 ms of 0.8, intake's lease of fresh events (since session 17 part of its INSERT) 0.37 ms of each intake commit's
- * 0.58, the outcome commit's first two statements 0.3 ms a commit (outcome-batch.ts), intake's INSERT 0.08 ms.
+ * of 20,000 events): the action claim 0.28 ms of 0.8, intake's lease of fresh events (part of its INSERT since
+ * session 17) 0.37 ms of each intake commit's 0.58, the outcome commit's first two statements 0.3 ms a commit
+ * (outcome-batch.ts), intake's INSERT 0.08 ms.
  *
  * Not the event claim, though its planning took 1.6 ms of its 3.5 ms (365 ms in all, the most of any statement):
  * planned once, it drained a backlog of 200,000 waiting events 12 % slower (0.77–0.84× the rate of an empty queue

@@ -56,11 +56,16 @@ export async function advanceExecution(sql: Statements, kind: DatabaseKind, clai
     await insertEntry(sql, execution, next, claim.resource_key ?? null, now);
     return;
   }
-  const failures = onlyRun(claim, execution) ? Number(failed) : Number((await sql.rows<{ n: number | string }>(COUNT_FAILED, [execution.id]))[0].n);
+  const failures = onlyRun(claim, execution) ? Number(failed) : await countFailed(sql, execution.id);
   const error = failed
     ? `action ${claim.action_id ?? `#${claim.position + 1}`} (${claim.type}) failed${end.errorCode ? `: ${end.errorCode}: ${end.errorMessage}` : ''}`
     : failures > 0 ? `${failures} action(s) failed` : null;
   await finishExecution(sql, execution.id, failures > 0 || failed ? 'failed' : 'succeeded', now, error);
+}
+
+async function countFailed(sql: Statements, executionId: string): Promise<number> {
+  const [{ n }] = await sql.rows<{ n: number | string }>(COUNT_FAILED, [executionId]);
+  return Number(n);
 }
 
 /** The run is its execution's only one (a rule of one action, not forEach): it alone says whether any failed. */
