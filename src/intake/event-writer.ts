@@ -47,7 +47,9 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * gets them once the commit is done. `complete`: the loop had room for every
  * new event and none was a duplicate, so those not leased wait for something
  * else (an earlier event about their resource, a create in flight) that will
- * let them go, and no claim could take them now.
+ * let them go, and no claim could take them now. (On SQLite a new resource
+ * behind a create in flight is leased all the same, `held`: the loop keeps it
+ * aside until the create ends.)
  */
 export interface FreshEventsHandOff {
   /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
@@ -61,10 +63,11 @@ export interface FreshEventsHandOff {
  * about to be stored, one row each: `ord` their order in
  * the commit, `resource_key`, `scope_kind`, `scope_parent`, `seen` as it will
  * be stored, `received_at`) of the `ord`, `lease_owner` and `lease_until` of
- * those to lease, with `params` for its placeholders. Its text is the same for
- * every commit (a prepared statement). On PostgreSQL it leases `room` at most
- * itself; on SQLite, where the INSERT runs once per event, the writer stops
- * leasing once `room` are leased.
+ * those to lease (on SQLite also whether each is `held` behind a create in
+ * flight: LeasedEvent.held), with `params` for its placeholders. Its text is
+ * the same for every commit (a prepared statement). On PostgreSQL it leases
+ * `room` at most itself; on SQLite, where the INSERT runs once per event, the
+ * writer stops leasing once `room` are leased.
  */
 export interface FreshLease {
   sql: string;
@@ -81,6 +84,14 @@ export interface LeasedEvent {
   payload: string;
   depth: number;
   attempts: number;
+  /** Leased while a create of this process in its scope was in flight (SQLite): evaluated once none is (work-queue.ts FRESH_LEASE_SQLITE). */
+  held?: HeldBehind;
+}
+
+/** What a new resource held behind the creates in flight waits on: its scope, and when it was received. */
+export interface HeldBehind {
+  scope: CausalScope;
+  receivedAt: string;
 }
 
 /** What a commit leased to the event loop; `complete`: nothing it could have leased was left for want of room. */
@@ -182,7 +193,7 @@ export class EventWriter {
     const rows = this.db.kind === 'postgres'
       ? await this.insertMany(sql, events, receivedAt, lease)
       : await this.insertEach(sql, events, receivedAt, lease);
-    if (rows.length > 0) this.leased = leasedOf(events, rows, lease);
+    if (rows.length > 0) this.leased = leasedOf(events, rows, lease, receivedAt);
     const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
@@ -216,7 +227,7 @@ export class EventWriter {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
       const [leased] = lease !== undefined && room > 0
-        ? await sql.rows<{ lease_owner: string; lease_until: string }>(
+        ? await sql.rows<{ lease_owner: string; lease_until: string; held?: number }>(
           this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, e.resourceKey, e.resourceKey, ...lease.params])
         : [];
       const seq = await sql.insertOne(INSERT_ONE, [
@@ -225,7 +236,7 @@ export class EventWriter {
       ]);
       if (seq === undefined) continue; // a duplicate
       if (leased) room--;
-      inserted.push({ seq, event_id: e.eventId, leased: leased !== undefined });
+      inserted.push({ seq, event_id: e.eventId, leased: leased !== undefined, held: Boolean(leased?.held) });
     }
     return inserted;
   }
@@ -245,6 +256,8 @@ interface Inserted {
   event_id: string;
   /** SQLite answers 0 or 1. */
   leased: boolean | number;
+  /** SQLite: leased, held behind a create in flight. */
+  held?: boolean;
 }
 
 /**
@@ -252,14 +265,16 @@ interface Inserted {
  * event and none of the batch was a duplicate: a duplicate may have taken a place in the lease, or stood first for
  * its resource in the batch, so that a later event was left unleased with nothing to let it go.
  */
-function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined): HandedOver<LeasedEvent> {
+function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): HandedOver<LeasedEvent> {
   if (lease === undefined) return { events: [], complete: false };
   const byId = new Map(events.map((e) => [e.eventId, e]));
   const leased: LeasedEvent[] = [];
   for (const row of rows) {
     const e = byId.get(row.event_id);
     if (!row.leased || e === undefined) continue;
-    leased.push({ seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 });
+    const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
+    if (row.held && e.scope) event.held = { scope: e.scope, receivedAt };
+    leased.push(event);
   }
   leased.sort((a, b) => a.seq - b.seq);
   return { events: leased, complete: rows.length <= lease.room && rows.length === events.length };

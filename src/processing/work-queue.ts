@@ -40,7 +40,7 @@ import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
-import type { FreshLease } from '../intake/event-writer.js';
+import type { FreshLease, HeldBehind } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
 import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from './runs-in-flight.js';
 import { unseenScopedSql } from './unseen-claim.js';
@@ -145,18 +145,40 @@ function behindEarlier(kind: DatabaseKind): string {
 }
 
 /**
- * Which of a commit's new events intake's INSERT leases to this process (event-writer.ts FreshLease): the conditions
- * of the claim, with the causal barrier checked against each unseen resource's scope. SQLite stores one event at a
- * time, each statement seeing the ones before it (placeholders: owner, lease until); the runs' leases are compared
- * with the time the event is received, which is now.
+ * The creating runs in flight that hold back a new resource in scope (`kind`, `parent`) received at `at`: as the
+ * claim's barrier says (unseen-claim.ts), created no later than the event was received, under a lease alive at
+ * `until`.
  */
-const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until FROM batch b
-  WHERE ${behindEarlier('sqlite')}
-    AND (b.seen OR NOT EXISTS (
-      SELECT 1 FROM action_runs a
-      WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = b.scope_kind
-        AND (a.scope_parent IS NULL OR b.scope_parent IS NULL OR a.scope_parent = b.scope_parent)
-        AND a.lease_until > b.received_at AND a.created_at <= b.received_at))`;
+const holdingRun = (kind: string, parent: string, at: string, until: string) => `SELECT 1 FROM action_runs a
+      WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ${kind}
+        AND (a.scope_parent IS NULL OR ${parent} IS NULL OR a.scope_parent = ${parent})
+        AND a.lease_until > ${until} AND a.created_at <= ${at}`;
+
+/**
+ * Which of a commit's new events intake's INSERT leases to this process (event-writer.ts FreshLease): the conditions
+ * of the claim but the causal barrier. SQLite stores one event at a time, each statement seeing the ones before it
+ * (placeholders: owner, lease until); the runs' leases are compared with the time the event is received, which is
+ * now.
+ *
+ * On SQLite a new resource behind a create in flight in its scope is leased too, `held`: the engine is one process
+ * there (releaseStaleLeases takes back every lease at start), so the creates it waits for are this process's own,
+ * and the event loop keeps it aside until they end (workers.ts `parked`, `HELD_SINCE_SQLITE`) instead of leaving it
+ * for a claim. Under load nearly every new task of a project waits behind an earlier event's create in it: as a
+ * claim, each cost an UPDATE of its row and a share of a claim's walk.
+ */
+const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
+    NOT b.seen AND EXISTS (${holdingRun('b.scope_kind', 'b.scope_parent', 'b.received_at', 'b.received_at')}) AS held
+  FROM batch b
+  WHERE ${behindEarlier('sqlite')}`;
+
+/**
+ * SQLite: when the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created; the
+ * events held behind it that were received before go on (workers.ts `parked`). Its first row in created_at order, as
+ * `heldFrom`.
+ */
+const HELD_SINCE_SQLITE = `SELECT a.created_at AS since FROM action_runs a
+  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ? AND (a.scope_parent IS NULL OR ? IS NULL OR a.scope_parent = ?) AND a.lease_until > ?
+  ORDER BY a.created_at LIMIT 1`;
 
 /**
  * PostgreSQL stores the whole batch in one statement, which sees none of its own rows: of several new events about
@@ -338,6 +360,27 @@ export class WorkQueue {
     const kind = this.db.kind;
     const params = kind === 'postgres' ? [this.clock.now().toISOString(), ...lease, room] : lease;
     return { sql: freshLeaseSql(kind), params, room };
+  }
+
+  /**
+   * SQLite: of the events intake leased held behind creates in flight (FRESH_LEASE_SQLITE), oldest first, those no
+   * create in flight in their scope holds back now: each scope's oldest create in flight, looked up once.
+   */
+  async goneOn<T extends { held: HeldBehind }>(sql: Statements, parked: readonly T[]): Promise<T[]> {
+    const now = this.clock.now().toISOString();
+    const since = new Map<string, string | null>();
+    const free: T[] = [];
+    for (const event of parked) {
+      const { kind, parent } = event.held.scope;
+      const key = JSON.stringify([kind, parent]);
+      let oldest = since.get(key);
+      if (oldest === undefined) {
+        const [row] = await sql.rows<{ since: string }>(HELD_SINCE_SQLITE, [kind, parent, parent, now]);
+        since.set(key, (oldest = row?.since ?? null));
+      }
+      if (oldest === null || event.held.receivedAt < oldest) free.push(event);
+    }
+    return free;
   }
 
   /** The event claim's statement for `limit`, made once (see claimEventsSql). */

@@ -8,7 +8,10 @@
  * Intake's commits lease the new events they store to the event loop, and on
  * SQLite, while the loop waits, the commits that record action outcomes claim
  * the events those let go: the loop's own claim is then for what they had no
- * room for, retries, recovery and the work of other replicas.
+ * room for, retries, recovery and the work of other replicas. (On SQLite,
+ * intake leases new resources held behind this process's creates in flight
+ * too, and the outcome commits that end those creates let them go:
+ * parked-events.ts.)
  *
  * This is the one catch boundary of processing: any throw while handling one
  * item is logged and recorded on the item as a failed attempt (retried with
@@ -44,6 +47,8 @@ import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
+import { statementsOf } from '../database/statements.js';
+import { ParkedEvents } from './parked-events.js';
 
 const POLL_MS = 250;
 /** The first claim's size, and the claims made in outcome commits; events handed over are taken handedBatchSize's at a time. */
@@ -101,6 +106,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly runsAhead = new RunsAhead();
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
   private readonly handed: ClaimedEvent[] = [];
+  /** SQLite: events intake leased held behind this process's creates in flight, until those end. */
+  private readonly parked = new ParkedEvents(POLL_MS);
   /** Ends the pause after an empty claim early when intake hands events over. */
   private readonly handedArrival = new Wakeable();
   /**
@@ -126,13 +133,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     progress: ExecutionProgress,
   ) {
     writer.handOffTo({
-      lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length : 0),
+      lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length - this.parked.size : 0),
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete) => {
-        this.handed.push(...leased);
-        if (leased.length > 0) this.handedArrival.nudge();
-        if (leased.length > 0 || !complete) this.events.nudge();
+        const ready = this.parked.park(leased);
+        this.handed.push(...ready);
+        if (ready.length > 0) this.handedArrival.nudge();
+        if (ready.length > 0 || !complete) this.events.nudge();
       },
     });
     progress.handOffTo<ClaimedEvent>({
@@ -143,11 +151,16 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         // SQLite only: PostgreSQL records outcomes in many small commits, and a claim in each (planned and run by the
         // server) tripled its transactions per event and cost a third of its events per CPU-second; there the loop
         // claims after the runs end, as before.
-        if (this.db.kind === 'postgres' || !this.running || !this.eventLoopIdle || this.handed.length > 0) return { events: [], complete: false };
+        if (this.db.kind === 'postgres' || !this.running) return { events: [], complete: false };
+        // The events held behind creates this commit may have ended go on first; they need no claim.
+        const free = this.parked.size > 0 ? await this.queue.goneOn(sql, this.parked.all) : [];
+        if (free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return { events: free, complete: false };
         const events = await this.queue.claimEventsIn(sql, EVENT_BATCH);
         return { events, complete: events.length < EVENT_BATCH };
       },
-      take: (events, complete, runs) => {
+      take: (taken, complete, runs) => {
+        // A parked event the loop handed on meanwhile itself (after a commit of its own) is not handed on again.
+        const events = this.parked.unpark(taken);
         this.handed.push(...events);
         if (events.length > 0) this.handedArrival.nudge();
         if (complete) for (const run of runs) this.claimedAfter.add(run);
@@ -216,6 +229,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    * wake-up then costs one index probe).
    */
   private async nextBatch(): Promise<{ events: ClaimedEvent[]; full: boolean } | undefined> {
+    if (this.handed.length === 0) await this.lookAtParked();
     const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
     if (this.handed.length === 0 && pause > 0) await this.idle(() => this.handedArrival.sleep(pause));
     // Ahead of the actions, the loop claims nothing and looks again shortly; events handed over are taken at once.
@@ -229,6 +243,13 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     if (claims?.length === 0) this.emptyClaimAt = Date.now();
     if (claims) this.claimLimit = claimSize(this.db.kind, limit, claims.length);
     return claims && { events: claims, full: claims.length === limit };
+  }
+
+  /** The loop's own look at the parked events, for creates that end with no outcome recorded (ParkedEvents). */
+  private async lookAtParked(): Promise<void> {
+    if (!this.parked.dueForALook()) return;
+    const free = await this.guard('look at held events', () => this.db.write((manager) => this.queue.goneOn(statementsOf(manager), this.parked.all)));
+    this.handed.push(...this.parked.unpark(free ?? []));
   }
 
   private get storageFailing(): boolean {
@@ -246,6 +267,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     if (!this.leasesToHandBack && faults === this.faultsHandedBack) return true;
     // Their leases are given back with the rest: a claim takes them again.
     this.handed.splice(0);
+    this.parked.clear();
     const runs = await this.guard('hand back leases', async () => {
       await this.queue.releaseMine();
       // Leases run out at `leaseMs` after they were taken: those that run out earlier were taken before any claim or commit in flight.

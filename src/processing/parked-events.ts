@@ -1,0 +1,63 @@
+/**
+ * SQLite: the events intake leased to this process while a create of its own
+ * in their scope was in flight (the causal barrier, work-queue.ts
+ * FRESH_LEASE_SQLITE), kept aside, oldest first, until no create in flight
+ * holds them back. The commits that record outcomes ask which may go on
+ * (WorkQueue.goneOn) as they end the creates; the event loop asks itself, at
+ * most every `everyMs`, for creates that end otherwise (a lease that ran out,
+ * an outcome that could not be recorded).
+ *
+ * An event is handed on once: whoever takes it out of here (`unpark`) first.
+ */
+import type { HeldBehind } from '../intake/event-writer.js';
+import type { ClaimedEvent } from './work.js';
+
+export type ParkedEvent = ClaimedEvent & { held: HeldBehind };
+
+export class ParkedEvents {
+  private readonly events: ParkedEvent[] = [];
+  private lookedAt = 0;
+
+  constructor(private readonly everyMs: number) {}
+
+  get size(): number {
+    return this.events.length;
+  }
+
+  /** The parked events, oldest first (to ask which may go on). */
+  get all(): readonly ParkedEvent[] {
+    return this.events;
+  }
+
+  /** Keeps aside the events held behind creates in flight; returns the others. */
+  park(leased: ClaimedEvent[]): ClaimedEvent[] {
+    const ready: ClaimedEvent[] = [];
+    for (const event of leased) {
+      if (event.held === undefined) ready.push(event);
+      else this.events.push(event as ParkedEvent);
+    }
+    return ready;
+  }
+
+  /** Of `events` (some parked, some not), those to hand on: the parked ones are taken out, unless taken already. */
+  unpark(events: ClaimedEvent[]): ClaimedEvent[] {
+    return events.filter((event) => {
+      if (event.held === undefined) return true;
+      const at = this.events.indexOf(event as ParkedEvent);
+      if (at >= 0) this.events.splice(at, 1);
+      return at >= 0;
+    });
+  }
+
+  /** Whether the event loop should ask itself now (some are parked, and it has not asked for `everyMs`). */
+  dueForALook(now = Date.now()): boolean {
+    if (this.events.length === 0 || now - this.lookedAt < this.everyMs) return false;
+    this.lookedAt = now;
+    return true;
+  }
+
+  /** Forgets them all: their leases are given back (a storage fault), and a claim takes them again. */
+  clear(): void {
+    this.events.splice(0);
+  }
+}
