@@ -160,11 +160,12 @@ const holdingRun = (kind: string, parent: string, at: string, until: string) => 
  * (placeholders: owner, lease until); the runs' leases are compared with the time the event is received, which is
  * now.
  *
- * On SQLite a new resource behind a create in flight in its scope is leased too, `held`: the engine is one process
- * there (releaseStaleLeases takes back every lease at start), so the creates it waits for are this process's own,
- * and the event loop keeps it aside until they end (workers.ts `parked`, `HELD_SINCE_SQLITE`) instead of leaving it
- * for a claim. Under load nearly every new task of a project waits behind an earlier event's create in it: as a
- * claim, each cost an UPDATE of its row and a share of a claim's walk.
+ * On SQLite a new resource behind a create in flight in its scope is leased too, `held`, and the event loop keeps it
+ * aside until no create in flight holds it back (parked-events.ts, `goneOn`: the same condition, asked of the
+ * database) instead of leaving it for a claim. The engine is one process there (releaseStaleLeases takes back every
+ * lease at start), so the creates it waits for are its own, and the commits that record their outcomes let it go at
+ * once. Under load nearly every new task of a project waits behind an earlier event's create in it: as a claim, each
+ * cost an UPDATE of its row and a share of a claim's walk.
  */
 const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
     NOT b.seen AND EXISTS (${holdingRun('b.scope_kind', 'b.scope_parent', 'b.received_at', 'b.received_at')}) AS held
@@ -173,7 +174,7 @@ const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
 
 /**
  * SQLite: when the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created; the
- * events held behind it that were received before go on (workers.ts `parked`). Its first row in created_at order, as
+ * events held behind it that were received before go on (parked-events.ts). Its first row in created_at order, as
  * `heldFrom`.
  */
 const HELD_SINCE_SQLITE = `SELECT a.created_at AS since FROM action_runs a
