@@ -47,9 +47,9 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * gets them once the commit is done. `complete`: the loop had room for every
  * new event and none was a duplicate, so those not leased wait for something
  * else (an earlier event about their resource, a create in flight) that will
- * let them go, and no claim could take them now. (On SQLite a new resource
- * behind a create in flight is leased all the same, `held`: the loop keeps it
- * aside until the create ends.)
+ * let them go, and no claim could take them now. (A new resource behind a
+ * create in flight is leased all the same, `held`: the loop keeps it aside
+ * until the create ends.)
  */
 export interface FreshEventsHandOff {
   /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
@@ -84,7 +84,7 @@ export interface LeasedEvent {
   payload: string;
   depth: number;
   attempts: number;
-  /** Leased while a create of this process in its scope was in flight (SQLite): evaluated once none is (work-queue.ts FRESH_LEASE_SQLITE). */
+  /** Leased while a create in its scope was in flight: evaluated once none is (work-queue.ts FRESH_LEASE_SQLITE, FRESH_LEASE_POSTGRES). */
   held?: HeldBehind;
 }
 
@@ -116,6 +116,9 @@ const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
          b.received_at, 0, b.next_attempt_at, b.seen, ${leased ? 'l.lease_owner, l.lease_until' : 'NULL, NULL'}
   FROM batch b ${leased ? 'LEFT JOIN leased l ON l.ord = b.ord' : ''}`;
 const RETURNING = 'ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, lease_owner IS NOT NULL AS leased';
+/** Whether a leased event is held behind a create in flight: unseen, and received no earlier than its scope's oldest (the lease's `held`). */
+const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND received_at >= COALESCE(
+    (SELECT h.since FROM held h WHERE h.kind = events.scope_kind AND h.parent IS NOT DISTINCT FROM events.scope_parent), '9999') AS held`;
 
 /**
  * SQLite: whether one new event is leased, as `lease` (FreshLease.sql) says: its row, or none. Asked before the
@@ -129,7 +132,8 @@ const leasedOne = (lease: string) => `WITH batch AS (
 
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
- * arrays), leased as `lease` (FreshLease.sql) says, if given. The snapshot is
+ * arrays), leased as `lease` (FreshLease.sql: there the definitions of `held`
+ * and `leased` for the statement's WITH) says, if given. The snapshot is
  * probed once per event through its primary key (LATERAL … LIMIT 1): as an
  * EXISTS, a large batch on a table with young statistics was planned as a
  * hashed subplan that read every snapshot. Placeholders: received_at,
@@ -141,8 +145,8 @@ export function insertManySql(lease?: string): string {
     FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
          WITH ORDINALITY AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of, ord)
     LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true)
-  ${lease === undefined ? '' : `, leased AS MATERIALIZED (${lease})`}
-  ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}`;
+  ${lease === undefined ? '' : `, ${lease}`}
+  ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}${lease === undefined ? '' : RETURNING_HELD}`;
 }
 export const INSERT_MANY = insertManySql();
 /** Keeps a batch's statement and its memory small. */
@@ -256,7 +260,7 @@ interface Inserted {
   event_id: string;
   /** SQLite answers 0 or 1. */
   leased: boolean | number;
-  /** SQLite: leased, held behind a create in flight. */
+  /** Leased, held behind a create in flight. */
   held?: boolean;
 }
 

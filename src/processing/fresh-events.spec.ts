@@ -88,66 +88,59 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
 
   const heldOf = (eventId: string) => leasedEvents.find((e) => e.event_id === eventId)?.held;
 
-  it('leaves a new resource in the scope of a create in flight (PostgreSQL), or leases it held behind it (SQLite); hands over one outside it', async () => {
+  it('leases a new resource in the scope of a create in flight held behind it, and one outside it not held', async () => {
     const receivedAt = new Date(clock.now().getTime() + 1).toISOString();
     await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
     clock.advance(1);
     await writeUnseen(writer, 'in-a', 'task:1', { project_id: 'A' });
     await writeUnseen(writer, 'in-b', 'task:2', { project_id: 'B' });
-    if (kind.name === 'postgres') {
-      expect(handedIds()).toEqual(['in-b']);
-      expect(await holder('in-a')).toBeNull();
-      return;
-    }
     expect(handedIds()).toEqual(['in-a', 'in-b']);
     expect(heldOf('in-a')).toEqual({ scope: { kind: 'task', parent: 'project:A' }, receivedAt });
     expect(heldOf('in-b')).toBeUndefined();
     expect(await holder('in-a')).toBe(queue.owner);
   });
 
-  if (kind.name === 'sqlite') {
-    /** The events handed over held, oldest first, that WorkQueue.goneOn lets go now. */
-    const goneOn = async () => {
-      const held = leasedEvents.filter((e) => e.held !== undefined) as Array<ClaimedEvent & { held: HeldBehind }>;
-      return (await db.write((m) => queue.goneOn(statementsOf(m), held))).map((e) => e.event_id);
-    };
+  /** The events handed over held, oldest first, that WorkQueue.goneOn lets go now. */
+  const goneOn = async () => {
+    const held = leasedEvents.filter((e) => e.held !== undefined) as Array<ClaimedEvent & { held: HeldBehind }>;
+    return (await db.write((m) => queue.goneOn(statementsOf(m), held))).map((e) => e.event_id);
+  };
 
-    it('lets the events held behind a create go once it has ended, in their scope only, those received before a later create too', async () => {
-      const first = await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
-      await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:B' }, 10_000, 'task.create');
-      clock.advance(1);
-      await writeUnseen(writer, 'a1', 'task:1', { project_id: 'A' });
-      await writeUnseen(writer, 'b1', 'task:2', { project_id: 'B' });
-      clock.advance(1);
-      await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
-      clock.advance(1);
-      await writeUnseen(writer, 'a2', 'task:3', { project_id: 'A' });
-      expect(leasedEvents.map((e) => [e.event_id, e.held !== undefined])).toEqual([['a1', true], ['b1', true], ['a2', true]]);
-      expect(await goneOn()).toEqual([]);
-      await db.write((m) => m.update(ActionRunEntity, { id: first }, { status: 'succeeded', leaseOwner: null, leaseUntil: null }));
-      // a1 came before the second create in project A; a2 after it; b1's create in project B is still in flight.
-      expect(await goneOn()).toEqual(['a1']);
-    });
+  it('lets the events held behind a create go once it has ended, in their scope only, those received before a later create too', async () => {
+    const first = await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
+    await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:B' }, 10_000, 'task.create');
+    clock.advance(1);
+    await writeUnseen(writer, 'a1', 'task:1', { project_id: 'A' });
+    await writeUnseen(writer, 'b1', 'task:2', { project_id: 'B' });
+    clock.advance(1);
+    await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
+    clock.advance(1);
+    await writeUnseen(writer, 'a2', 'task:3', { project_id: 'A' });
+    expect(leasedEvents.map((e) => [e.event_id, e.held !== undefined])).toEqual([['a1', true], ['b1', true], ['a2', true]]);
+    expect(await goneOn()).toEqual([]);
+    await db.write((m) => m.update(ActionRunEntity, { id: first }, { status: 'succeeded', leaseOwner: null, leaseUntil: null }));
+    // a1 came before the second create in project A; a2 after it; b1's create in project B is still in flight.
+    expect(await goneOn()).toEqual(['a1']);
+  });
 
-    it('lets them go when the create’s lease has run out (its attempt timed out), as the claim would', async () => {
-      await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 1_000, 'task.create');
-      clock.advance(1);
-      await writeUnseen(writer, 'a1', 'task:1', { project_id: 'A' });
-      expect(await goneOn()).toEqual([]);
-      clock.advance(1_000);
-      expect(await goneOn()).toEqual(['a1']);
-    });
+  it('lets them go when the create’s lease has run out (its attempt timed out), as the claim would', async () => {
+    await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 1_000, 'task.create');
+    clock.advance(1);
+    await writeUnseen(writer, 'a1', 'task:1', { project_id: 'A' });
+    expect(await goneOn()).toEqual([]);
+    clock.advance(1_000);
+    expect(await goneOn()).toEqual(['a1']);
+  });
 
-    it('does not hold a resource already seen, nor one received before the create started', async () => {
-      await writeUnseen(writer, 'early', 'task:1', { project_id: 'A' });
-      clock.advance(1);
-      await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
-      await db.write((m) => m.query(`INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES ('task:7', '{}', 1, 'x')`));
-      clock.advance(1);
-      await writeUnseen(writer, 'seen', 'task:7', { project_id: 'A' });
-      expect(leasedEvents.map((e) => [e.event_id, e.held !== undefined])).toEqual([['early', false], ['seen', false]]);
-    });
-  }
+  it('does not hold a resource already seen, nor one received before the create started', async () => {
+    await writeUnseen(writer, 'early', 'task:1', { project_id: 'A' });
+    clock.advance(1);
+    await writeCreatingRun(db, clock, { kind: 'task', parent: 'project:A' }, 10_000, 'task.create');
+    await db.write((m) => m.query(`INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES ('task:7', '{}', 1, 'x')`));
+    clock.advance(1);
+    await writeUnseen(writer, 'seen', 'task:7', { project_id: 'A' });
+    expect(leasedEvents.map((e) => [e.event_id, e.held !== undefined])).toEqual([['early', false], ['seen', false]]);
+  });
 
   it('stores the events it leases leased, and the others unleased, in one write each', async () => {
     await writeAll([anEvent('a1', 'task:1'), anEvent('a2', 'task:1')]);

@@ -1,11 +1,11 @@
 /**
- * SQLite: the events intake leased to this process while a create of its own
- * in their scope was in flight (the causal barrier, work-queue.ts
- * FRESH_LEASE_SQLITE), kept aside, oldest first, until no create in flight
- * holds them back. The commits that record outcomes ask which may go on
- * (WorkQueue.goneOn) as they end the creates; the event loop asks itself, at
- * most every `everyMs`, for creates that end otherwise (a lease that ran out,
- * an outcome that could not be recorded).
+ * The events intake leased to this process while a create in their scope was
+ * in flight (the causal barrier, work-queue.ts FRESH_LEASE_SQLITE and
+ * FRESH_LEASE_POSTGRES), kept aside, oldest first, until no create in flight
+ * holds them back. The commits that record this process's outcomes ask which
+ * may go on (WorkQueue.goneOn) as they end its creates; the event loop asks
+ * itself, at most every `everyMs`, for creates that end otherwise (another
+ * replica's, a lease that ran out, a run handed back for the rate budget).
  *
  * An event is handed on once: whoever takes it out of here (`unpark`) first.
  */

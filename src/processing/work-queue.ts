@@ -38,7 +38,7 @@ import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
-import { plannedOnce } from '../database/planned-once.js';
+import { planOnceByKey, plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshLease, HeldBehind } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
@@ -160,12 +160,12 @@ const holdingRun = (kind: string, parent: string, at: string, until: string) => 
  * (placeholders: owner, lease until); the runs' leases are compared with the time the event is received, which is
  * now.
  *
- * On SQLite a new resource behind a create in flight in its scope is leased too, `held`, and the event loop keeps it
- * aside until no create in flight holds it back (parked-events.ts, `goneOn`: the same condition, asked of the
- * database) instead of leaving it for a claim. The engine is one process there (releaseStaleLeases takes back every
- * lease at start), so the creates it waits for are its own, and the commits that record their outcomes let it go at
- * once. Under load nearly every new task of a project waits behind an earlier event's create in it: as a claim, each
- * cost an UPDATE of its row and a share of a claim's walk.
+ * A new resource behind a create in flight in its scope is leased too, `held`, and the event loop keeps it aside until
+ * no create in flight holds it back (parked-events.ts, `goneOn`: the same condition, asked of the database) instead of
+ * leaving it for a claim. On SQLite the engine is one process (releaseStaleLeases takes back every lease at start), so
+ * the creates it waits for are its own, and the commits that record their outcomes let it go at once. Under load
+ * nearly every new task of a project waits behind an earlier event's create in it: as a claim, each cost an UPDATE of
+ * its row and a share of a claim's walk.
  */
 const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
     NOT b.seen AND EXISTS (${holdingRun('b.scope_kind', 'b.scope_parent', 'b.received_at', 'b.received_at')}) AS held
@@ -173,32 +173,35 @@ const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
   WHERE ${behindEarlier('sqlite')}`;
 
 /**
- * SQLite: when the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created; the
- * events held behind it that were received before go on (parked-events.ts). Its first row in created_at order, as
- * `heldFrom`.
+ * When the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created; the events held
+ * behind it that were received before go on (parked-events.ts). Its first row in created_at order, as `heldFrom`.
  */
-const HELD_SINCE_SQLITE = `SELECT a.created_at AS since FROM action_runs a
-  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ? AND (a.scope_parent IS NULL OR ? IS NULL OR a.scope_parent = ?) AND a.lease_until > ?
+const HELD_SINCE = `SELECT a.created_at AS since FROM action_runs a
+  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ? AND (a.scope_parent IS NULL OR CAST(? AS varchar) IS NULL OR a.scope_parent = ?)
+    AND a.lease_until > ?
   ORDER BY a.created_at LIMIT 1`;
 
 /**
  * PostgreSQL stores the whole batch in one statement, which sees none of its own rows: of several new events about
- * one resource only the first may be leased (`nth`). The oldest creating run in flight (`heldFrom`) is looked up once
- * per scope of the new unseen events (`held`), not once per event: a commit's events are mostly of a few scopes, and
- * each lookup walks idx_action_runs_creating_in_flight past the entries of creates ended too recently to be marked
- * dead (11 a lookup under load). As a NOT EXISTS, on the young statistics of a table that grew in seconds, it read
- * the whole table for every new event. Placeholders: now (the runs' leases), owner, lease until, room.
+ * one resource only the first may be leased (`nth`). Held behind a create in flight or not, as on SQLite: there the
+ * creates may be another replica's, and the event loop asks the database whether they have ended (`goneOn`) in the
+ * commits of its own outcomes and, for the others', every POLL_MS. Two definitions of the INSERT's WITH (event-writer.ts
+ * insertManySql): `held`, the oldest creating run in flight (`heldFrom`) for each scope of the new unseen events,
+ * looked up once per scope, not once per event (a commit's events are mostly of a few scopes, and each lookup walks
+ * idx_action_runs_creating_in_flight past the entries of creates ended too recently to be marked dead, 11 a lookup
+ * under load; as a NOT EXISTS, on the young statistics of a table that grew in seconds, it read the whole table for
+ * every new event), which the INSERT's RETURNING reads to say which it leased are held; and `leased`. Placeholders:
+ * now (the runs' leases), owner, lease until, room.
  */
 const FRESH_LEASE_POSTGRES = `
-  WITH held AS MATERIALIZED (
+  held AS MATERIALIZED (
     SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
-    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s)
-  SELECT b.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until
-  FROM (SELECT b.*, row_number() OVER (PARTITION BY b.resource_key ORDER BY b.ord) AS nth FROM batch b) b
-  WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}
-    AND (b.seen OR b.received_at < COALESCE(
-      (SELECT h.since FROM held h WHERE h.kind = b.scope_kind AND h.parent IS NOT DISTINCT FROM b.scope_parent), '9999'))
-  ORDER BY b.ord LIMIT ?`;
+    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s),
+  leased AS MATERIALIZED (
+    SELECT b.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until
+    FROM (SELECT b.*, row_number() OVER (PARTITION BY b.resource_key ORDER BY b.ord) AS nth FROM batch b) b
+    WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}
+    ORDER BY b.ord LIMIT ?)`;
 
 export const freshLeaseSql = (kind: DatabaseKind): string => (kind === 'postgres' ? FRESH_LEASE_POSTGRES : FRESH_LEASE_SQLITE);
 
@@ -364,19 +367,22 @@ export class WorkQueue {
   }
 
   /**
-   * SQLite: of the events intake leased held behind creates in flight (FRESH_LEASE_SQLITE), oldest first, those no
-   * create in flight in their scope holds back now: each scope's oldest create in flight, looked up once.
+   * Of the events intake leased held behind creates in flight (FRESH_LEASE_SQLITE, FRESH_LEASE_POSTGRES), oldest
+   * first, those no create in flight in their scope holds back now: each scope's oldest create in flight, looked up
+   * once. On PostgreSQL found by key only, planned once per session (planned-once.ts), as the last statements of their
+   * transaction.
    */
   async goneOn<T extends { held: HeldBehind }>(sql: Statements, parked: readonly T[]): Promise<T[]> {
     const now = this.clock.now().toISOString();
     const since = new Map<string, string | null>();
     const free: T[] = [];
+    if (this.db.kind === 'postgres' && parked.length > 0) planOnceByKey(sql);
     for (const event of parked) {
       const { kind, parent } = event.held.scope;
       const key = JSON.stringify([kind, parent]);
       let oldest = since.get(key);
       if (oldest === undefined) {
-        const [row] = await sql.rows<{ since: string }>(HELD_SINCE_SQLITE, [kind, parent, parent, now]);
+        const [row] = await sql.rows<{ since: string }>(HELD_SINCE, [kind, parent, parent, now]);
         since.set(key, (oldest = row?.since ?? null));
       }
       if (oldest === null || event.held.receivedAt < oldest) free.push(event);

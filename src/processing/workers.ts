@@ -8,10 +8,9 @@
  * Intake's commits lease the new events they store to the event loop, and on
  * SQLite, while the loop waits, the commits that record action outcomes claim
  * the events those let go: the loop's own claim is then for what they had no
- * room for, retries, recovery and the work of other replicas. (On SQLite,
- * intake leases new resources held behind this process's creates in flight
- * too, and the outcome commits that end those creates let them go:
- * parked-events.ts.)
+ * room for, retries, recovery and the work of other replicas. (Intake leases
+ * new resources held behind creates in flight too, and the outcome commits
+ * that end those creates let them go: parked-events.ts.)
  *
  * This is the one catch boundary of processing: any throw while handling one
  * item is logged and recorded on the item as a failed attempt (retried with
@@ -106,7 +105,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly runsAhead = new RunsAhead();
   /** Events that intake's commits leased to this process, oldest first (event-writer.ts). */
   private readonly handed: ClaimedEvent[] = [];
-  /** SQLite: events intake leased held behind this process's creates in flight, until those end. */
+  /** Events intake leased held behind creates in flight, until those end. */
   private readonly parked = new ParkedEvents(POLL_MS);
   /** Ends the pause after an empty claim early when intake hands events over. */
   private readonly handedArrival = new Wakeable();
@@ -151,10 +150,10 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         // SQLite only: PostgreSQL records outcomes in many small commits, and a claim in each (planned and run by the
         // server) tripled its transactions per event and cost a third of its events per CPU-second; there the loop
         // claims after the runs end, as before.
-        if (this.db.kind === 'postgres' || !this.running) return { events: [], complete: false };
+        if (!this.running) return { events: [], complete: false };
         // The events held behind creates this commit may have ended go on first; they need no claim.
         const free = this.parked.size > 0 ? await this.queue.goneOn(sql, this.parked.all) : [];
-        if (free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return { events: free, complete: false };
+        if (this.db.kind === 'postgres' || free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return { events: free, complete: false };
         const events = await this.queue.claimEventsIn(sql, EVENT_BATCH);
         return { events, complete: events.length < EVENT_BATCH };
       },

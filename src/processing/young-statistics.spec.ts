@@ -289,9 +289,10 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     };
     visit(rows[0]['QUERY PLAN'][0].Plan);
     expect(lookups).toBe(2);
-    // The tasks wait behind the creates in their projects; the event about no scope does not.
+    // All are leased; the tasks are held behind the creates in their projects (the RETURNING reads the lookups'
+    // answers, no index again), the event about no scope is not.
     const leased = await queryRows<{ event_id: string }>(manager, `SELECT event_id FROM events WHERE lease_owner = 'me'`);
-    expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-p']);
+    expect(leased).toHaveLength(21);
   });
 
   type Node = {
@@ -368,12 +369,12 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(plan.filter((n) => n['Node Type'] === 'Merge Join').flatMap((n) => nodes(n).slice(1)).filter((n) => n['Relation Name'])).toEqual([]);
     expect(plan.map((n) => n['Index Name'])).toEqual(expect.arrayContaining(['idx_action_runs_creating_in_flight', 'idx_events_waiting_resource', 'idx_action_runs_unfinished']));
 
-    // And it leases what the custom plan would: the events of the projects without a create in flight.
-    type Inserted = { event_id: string; leased: boolean };
+    // And it leases what the custom plan would: every event, the one in the project with a create in flight held.
+    type Inserted = { event_id: string; leased: boolean; held: boolean };
     const stored = await core.db.write((m) => plannedOnce<Inserted>(statementsOf(m), insertLeasing, params));
-    expect(stored.filter((e) => e.leased).map(({ event_id }) => event_id).sort()).toEqual(['evt-2', 'evt-3']);
+    expect(stored.map(({ event_id, leased, held }) => [event_id, leased, held]).sort()).toEqual([['evt-1', true, true], ['evt-2', true, false], ['evt-3', true, false]]);
     const leased = await queryRows<{ event_id: string }>(manager, `SELECT event_id FROM events WHERE lease_owner = 'me' ORDER BY event_id`);
-    expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-2', 'evt-3']);
+    expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-1', 'evt-2', 'evt-3']);
   });
 
   it('plans the action claim once, through indexes alone, and a plan made on a table of a few runs reads few runs of many', async () => {
