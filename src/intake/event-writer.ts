@@ -63,11 +63,13 @@ export interface FreshEventsHandOff {
  * about to be stored, one row each: `ord` their order in
  * the commit, `resource_key`, `scope_kind`, `scope_parent`, `seen` as it will
  * be stored, `received_at`) of the `ord`, `lease_owner` and `lease_until` of
- * those to lease (on SQLite also whether each is `held` behind a create in
- * flight: LeasedEvent.held), with `params` for its placeholders. Its text is
- * the same for every commit (a prepared statement). On PostgreSQL it leases
- * `room` at most itself; on SQLite, where the INSERT runs once per event, the
- * writer stops leasing once `room` are leased.
+ * those to lease, and whether each is `held` behind a create in flight
+ * (LeasedEvent.held), with `params` for its placeholders. On PostgreSQL it is
+ * the definitions of `held` and `leased` for the INSERT's WITH instead
+ * (insertManySql). Its text is the same for every commit (a prepared
+ * statement). On PostgreSQL it leases `room` at most itself; on SQLite, where
+ * the INSERT runs once per event, the writer stops leasing once `room` are
+ * leased.
  */
 export interface FreshLease {
   sql: string;
