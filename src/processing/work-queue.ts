@@ -173,13 +173,10 @@ const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
   WHERE ${behindEarlier('sqlite')}`;
 
 /**
- * When the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created; the events held
- * behind it that were received before go on (parked-events.ts). Its first row in created_at order, as `heldFrom`.
+ * When the oldest creating run still in flight in scope (kind, parent, parent; `?`: now) was created, `heldFrom`
+ * (null: none); the events held behind it that were received before go on (parked-events.ts).
  */
-const HELD_SINCE = `SELECT a.created_at AS since FROM action_runs a
-  WHERE ${CREATING_IN_FLIGHT} AND a.scope_kind = ? AND (a.scope_parent IS NULL OR CAST(? AS varchar) IS NULL OR a.scope_parent = ?)
-    AND a.lease_until > ?
-  ORDER BY a.created_at LIMIT 1`;
+const HELD_SINCE = `SELECT ${heldFrom('?', 'CAST(? AS varchar)')} AS since`;
 
 /**
  * PostgreSQL stores the whole batch in one statement, which sees none of its own rows: of several new events about
@@ -382,7 +379,7 @@ export class WorkQueue {
       const key = JSON.stringify([kind, parent]);
       let oldest = since.get(key);
       if (oldest === undefined) {
-        const [row] = await sql.rows<{ since: string }>(HELD_SINCE, [kind, parent, parent, now]);
+        const [row] = await sql.rows<{ since: string | null }>(HELD_SINCE, [kind, parent, parent, now]);
         since.set(key, (oldest = row?.since ?? null));
       }
       if (oldest === null || event.held.receivedAt < oldest) free.push(event);
