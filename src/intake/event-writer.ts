@@ -23,6 +23,7 @@ import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
+import type { EventEnvelope } from './envelope.js';
 import { requestsOnTheirWay } from './unread-connections.js';
 
 export interface NewEvent {
@@ -35,6 +36,8 @@ export interface NewEvent {
   payload: string;
   depth?: number;
   replayOf?: string | null;
+  /** The payload as intake parsed it, so that an evaluation in its commit need not parse it again (in memory only). */
+  envelope?: EventEnvelope;
 }
 
 export type WriteOutcome = 'accepted' | 'duplicate';
@@ -86,6 +89,8 @@ export interface LeasedEvent {
   payload: string;
   depth: number;
   attempts: number;
+  /** Intake's parse of `payload`, while the event is in memory from its commit on (NewEvent.envelope). */
+  envelope?: EventEnvelope;
   /** Leased while a create in its scope was in flight: evaluated once none is (work-queue.ts FRESH_LEASE_SQLITE, FRESH_LEASE_POSTGRES). */
   held?: HeldBehind;
 }
@@ -279,6 +284,7 @@ function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | unde
     const e = byId.get(row.event_id);
     if (!row.leased || e === undefined) continue;
     const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
+    if (e.envelope) event.envelope = e.envelope;
     if (row.held && e.scope) event.held = { scope: e.scope, receivedAt };
     leased.push(event);
   }

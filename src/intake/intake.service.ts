@@ -99,6 +99,7 @@ export class IntakeService {
       scope,
       source,
       payload: rawBody.toString('utf8'),
+      envelope,
     });
     this.metrics.eventReceived(envelope.type, status);
     return { id: envelope.id, status };

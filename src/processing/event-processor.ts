@@ -99,7 +99,7 @@ export class EventProcessor {
 
   /** Everything about an event that needs no writing: lookups, loop check, rule evaluation. */
   async prepare(claim: ClaimedEvent, known?: KnownResources): Promise<PreparedEvent> {
-    const envelope = safeJsonParse(claim.payload) as EventEnvelope;
+    const envelope = claim.envelope ?? (safeJsonParse(claim.payload) as EventEnvelope);
     const resource = resourceOf(envelope, claim.resource_key);
     const { snapshots, provenance: provenances } = known ?? (await this.knownResources([claim]));
     const previous = claim.resource_key ? snapshots.get(claim.resource_key) : undefined;

@@ -62,6 +62,14 @@ describe.each(kinds)('events handed over by intake on $name', (kind) => {
     expect(await queue.claimEvents(10)).toEqual([]);
   });
 
+  it('hands over the envelope intake parsed with the event, so that its evaluation need not parse the payload again', async () => {
+    const envelope = { id: 'p', type: 'task.updated', data: { task: { id: 'p1' } } };
+    await writeAll([{ ...anEvent('p', 'task:p1'), payload: JSON.stringify(envelope), envelope }, anEvent('q')]);
+    expect(leasedEvents.map((e) => e.event_id)).toEqual(['p', 'q']);
+    expect(leasedEvents[0].envelope).toBe(envelope);
+    expect(leasedEvents[1]).not.toHaveProperty('envelope');
+  });
+
   it('leaves the later of two events about one resource for a claim, in one commit or in two', async () => {
     await writeAll([anEvent('a1', 'task:1'), anEvent('a2', 'task:1'), anEvent('b1', 'task:2')]);
     await writer.write(anEvent('a3', 'task:1'));
