@@ -36,7 +36,7 @@ export interface NewEvent {
   payload: string;
   depth?: number;
   replayOf?: string | null;
-  /** The payload as intake parsed it, so that an evaluation in its commit need not parse it again (in memory only). */
+  /** The payload as intake parsed it, so that the event loop need not parse it again to evaluate the event (in memory only). */
   envelope?: EventEnvelope;
 }
 
