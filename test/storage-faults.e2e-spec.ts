@@ -104,14 +104,24 @@ async function fillUntilRefused(engine: RunningEngine, fault: Fault): Promise<Bu
   );
   // Deliveries that arrive together share one commit, so a refused batch can leave room for one event more:
   // fill that too, one event at a time, so that "full" means full for a single event as well.
+  await oneAtATimeUntilRefused(burst, async (event) => {
+    const answer = await deliver(engine.url, event);
+    burst.statuses.push(answer.status);
+    return answer;
+  });
+  return burst;
+}
+
+/** Sends one event at a time until one is refused (at most MAX_TOP_UP): those taken join `burst.acknowledged`; the last answer. */
+async function oneAtATimeUntilRefused(burst: Burst, send: (event: TestEvent) => Promise<Response>): Promise<Response> {
+  let answer: Response | undefined;
   for (let topUp = 0; topUp < MAX_TOP_UP; topUp++) {
     const event = aLargeEvent();
-    const status = (await deliver(engine.url, event)).status;
-    burst.statuses.push(status);
-    if (status !== 202) break;
+    answer = await send(event);
+    if (!answer.ok) break;
     burst.acknowledged.push(event);
   }
-  return burst;
+  return answer!;
 }
 
 function countBy(values: number[]): Record<string, number> {
@@ -188,13 +198,7 @@ describe.each(runnable)('an engine on $name whose database stops taking writes',
     // An admin write is refused the same way (an injected event here). The database may have found room for one
     // more since (SQLite reuses its write-ahead log's space once a checkpoint has copied it out): an event it took is
     // acknowledged like any other, and must act once; the next is tried, until one is refused.
-    let injected: Response;
-    for (let topUp = 0; ; topUp++) {
-      const event = aLargeEvent();
-      injected = await engine.admin('/admin/events', { method: 'POST', body: JSON.stringify(event) });
-      if (!injected.ok || topUp === MAX_TOP_UP) break;
-      burst.acknowledged.push(event);
-    }
+    const injected = await oneAtATimeUntilRefused(burst, (event) => engine!.admin('/admin/events', { method: 'POST', body: JSON.stringify(event) }));
     const injectedBody = (await injected.json()) as { error: { code: string } };
     const document = (await (await fetch(`${engine.url}/docs-json`)).json()) as OpenApiDocument;
     expect({
