@@ -198,8 +198,12 @@ function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEn
 
 /** The reference server (reference-server.ts) on a SQLite file, sending its actions to `serviceUrl`. */
 export function startReference(databaseFile: string, serviceUrl: string, cleanup: Cleanup): Promise<BenchEngine> {
-  const env = { DATABASE_FILE: databaseFile, WEBHOOK_SECRET: BENCH_SECRET, SERVICE_API_URL: serviceUrl, SERVICE_API_KEY: BENCH_API_KEY };
-  return startChildProcess({ what: 'reference server', script: REFERENCE_MAIN, env, nodeArgs: [], readyPath: '/health' }, cleanup);
+  return startChildProcess({ what: 'reference server', script: REFERENCE_MAIN, env: referenceEnv(databaseFile, serviceUrl), nodeArgs: [], readyPath: '/health' }, cleanup);
+}
+
+/** The reference server's configuration (reference-server.ts reads only these, and PORT and HOST). */
+export function referenceEnv(databaseFile: string, serviceUrl: string): Record<string, string> {
+  return { DATABASE_FILE: databaseFile, WEBHOOK_SECRET: BENCH_SECRET, SERVICE_API_URL: serviceUrl, SERVICE_API_KEY: BENCH_API_KEY };
 }
 
 async function startInProcess(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {

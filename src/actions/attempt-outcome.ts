@@ -36,7 +36,11 @@ export async function sendAttempt(client: ServiceClient, request: ServiceRequest
   const started = performance.now();
   const outcome = await client.send(request, idempotencyKey);
   const seconds = (performance.now() - started) / 1000;
-  return { ...classifySend(outcome, policy), request, seconds };
+  // classifySend's answer is a fresh object: completed in place rather than copied (this runs for every action).
+  const result = classifySend(outcome, policy);
+  result.request = request;
+  result.seconds = seconds;
+  return result;
 }
 
 /** The answer (or the network's failure) → succeeded, retrying at a time, or failed. */

@@ -7,6 +7,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { urlToHttpOptions } from 'node:url';
 
 export interface Exchange {
   status: number;
@@ -45,13 +46,30 @@ function headerOf(headers: IncomingHttpHeaders) {
 }
 
 /** @throws TransportError when no complete answer came back. */
+type Target = ReturnType<typeof urlToHttpOptions>;
+
+/** Where each URL's requests go, parsed once: most actions send to the same few (POST …/tasks). Bounded: ids make URLs many. */
+const targets = new Map<string, Target>();
+const MAX_TARGETS = 1_000;
+
+function targetOf(url: string): Target {
+  let target = targets.get(url);
+  if (target === undefined) {
+    if (targets.size >= MAX_TARGETS) targets.clear();
+    target = urlToHttpOptions(new URL(url));
+    targets.set(url, target);
+  }
+  return target;
+}
+
 export function exchange(url: string, { method, headers, body, timeoutMs }: ExchangeOptions): Promise<Exchange> {
-  const target = new URL(url);
+  const target = targetOf(url);
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
   const agent = target.protocol === 'https:' ? agents['https:'] : agents['http:'];
   return new Promise((resolve, reject) => {
-    const outgoing = { ...headers, ...(body === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(body)) }) };
-    const req = send(target, { method, headers: outgoing, agent }, (res) => {
+    const outgoing = body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) };
+    const options = { protocol: target.protocol, hostname: target.hostname, port: target.port, path: target.path, auth: target.auth, method, headers: outgoing, agent };
+    const req = send(options, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, header: headerOf(res.headers), text: Buffer.concat(chunks).toString('utf8') }));

@@ -75,12 +75,12 @@ export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
   if (data !== undefined && !isObject(data)) {
     return { ok: false, code: 'invalid_event', message: 'event.data must be an object' };
   }
-  const envelope: EventEnvelope = {
-    ...parsed,
-    id: typeof id === 'string' ? id : createHash('sha256').update(rawBody).digest('hex'),
-    type,
-    data: (data as Record<string, unknown> | undefined) ?? {},
-  };
+  // `parsed` is this call's own: completed in place (as a copy would have it: keys in the sender's order, the
+  // missing ones after), not copied, for every webhook.
+  const envelope = parsed as unknown as EventEnvelope;
+  envelope.id = typeof id === 'string' ? id : createHash('sha256').update(rawBody).digest('hex');
+  envelope.type = type;
+  envelope.data = (data as Record<string, unknown> | undefined) ?? {};
   const resourceKey = resourceKeyOf(envelope.data);
   return { ok: true, envelope, resourceKey, scope: scopeOfEvent(resourceKey, envelope.data) };
 }

@@ -257,7 +257,9 @@ function snapshotOf({ rule }: VerdictMatch): RuleSnapshot {
 function explain(explanation: RuleExplanation[], executions: NewExecution[]): RuleExplanation[] {
   for (const { id, match, throttled } of executions) {
     const entry = explanation.find((e) => e.rule === match.rule.id);
-    if (entry) Object.assign(entry, { execution: id }, throttled ? { outcome: 'throttled' } : {});
+    if (!entry) continue;
+    entry.execution = id;
+    if (throttled) entry.outcome = 'throttled';
   }
   return explanation;
 }

@@ -17,7 +17,7 @@ import { safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
 import { factsUsedBy } from '../rules/facts-used.js';
-import { evaluateEvent } from '../rules/rule-evaluator.js';
+import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit } from './event-commit.js';
@@ -115,7 +115,9 @@ export class EventProcessor {
       verdict = await this.evaluate(claim, envelope, computeChanges(resource, before, envelope.data?.changes), position);
     }
     const cancels = claim.resource_key === null ? [] : this.registry.cancellersOf(claim.type);
-    return { claim, verdict, resource, envelope, resourceKnown: previous !== undefined, ...(cancels.length > 0 ? { cancels } : {}) };
+    const prepared: PreparedEvent = { claim, verdict, resource, envelope, resourceKnown: previous !== undefined };
+    if (cancels.length > 0) prepared.cancels = cancels;
+    return prepared;
   }
 
   /**
@@ -133,7 +135,7 @@ export class EventProcessor {
     const now = this.clock.now();
     const facts = new EventFacts(envelope, { changes, now, lookups });
     const { evaluations } = await evaluateEvent(this.registry.index, envelope, facts, { selfCaused: position.selfCaused });
-    const explanation = evaluations.map(({ rule, ...evaluation }): RuleExplanation => ({ ...evaluation, rule: rule.id }));
+    const explanation = evaluations.map(explanationOf);
     const matched: VerdictMatch[] = [];
     for (const evaluation of evaluations) {
       if (evaluation.outcome !== 'matched') continue;
@@ -164,6 +166,13 @@ export class EventProcessor {
     const retryAt = isoIn(this.clock, backoffDelayMs(attempt, Math.random));
     return { status: 'received', position, explanation, matched: [], error, retryAt };
   }
+}
+
+/** A rule's outcome as the event's explanation stores it: the outcome's fields in their order, then the rule's id. */
+function explanationOf({ outcome, ruleId, ruleVersion, matched, conditions, error, rule }: RuleOutcome): RuleExplanation {
+  // An error sits after `conditions` and before `rule`, where the outcome had it.
+  if (error !== undefined) return { outcome, ruleId, ruleVersion, matched, conditions, error, rule: rule.id };
+  return { outcome, ruleId, ruleVersion, matched, conditions, rule: rule.id };
 }
 
 function resourceOf(envelope: EventEnvelope, resourceKey: string | null): Record<string, unknown> | undefined {

@@ -60,21 +60,24 @@ export function firstEntryOf(
     return { position: DEBOUNCE_POSITION, resumeAt, debounceKey: match.debounceKey, request: JSON.stringify({ resume_at: resumeAt }) };
   }
   const entry = snapshot.actions[0]!;
-  const none = { position: 0, resumeAt: null, debounceKey: null, request: null };
+  const none: FirstEntry = { position: 0, resumeAt: null, debounceKey: null, request: null };
   if (entry.type === 'delay') {
     if (!envelope) return none;
     // A duration that cannot be rendered is left to the runner, which records why it failed.
     const duration = renderDuration(entry.params?.duration, context());
     if (!duration.ok) return none;
     const resumeAt = isoAfter(new Date(now), duration.ms);
-    return { ...none, resumeAt, request: JSON.stringify({ resume_at: resumeAt }) };
+    return { position: 0, resumeAt, debounceKey: null, request: JSON.stringify({ resume_at: resumeAt }) };
   }
   if (isStep(entry.type) || entry.forEach !== undefined || !envelope) return none;
   const rendered = renderActionRequest(entry, context(), `${snapshot.id}@${snapshot.version}#0`);
   // A request that cannot be rendered is left to the runner, which records why it failed.
   if (!rendered.ok) return none;
+  // Written out, not spread from `none`: this runs for every execution.
   return {
-    ...none,
+    position: 0,
+    resumeAt: null,
+    debounceKey: null,
     request: JSON.stringify(rendered.request),
     // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
     scope: dryRun ? undefined : rendered.request.createsIn,

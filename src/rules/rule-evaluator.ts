@@ -223,10 +223,12 @@ async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: Com
 }
 
 export async function evaluateRule(rule: LoadedRule, facts: EventFacts): Promise<RuleEvaluation> {
-  const base = { ruleId: rule.id, ruleVersion: rule.version };
   const conditions = rule.definition.conditions;
-  if (conditions === undefined) return { ...base, matched: true, conditions: [] };
-  return { ...base, ...(await evaluateCompiled(conditions, compiled(rule), facts)) };
+  if (conditions === undefined) return { ruleId: rule.id, ruleVersion: rule.version, matched: true, conditions: [] };
+  const verdict = await evaluateCompiled(conditions, compiled(rule), facts);
+  const evaluation: RuleEvaluation = { ruleId: rule.id, ruleVersion: rule.version, matched: verdict.matched, conditions: verdict.conditions };
+  if ('error' in verdict) evaluation.error = verdict.error;
+  return evaluation;
 }
 
 export interface CheckResult {
@@ -285,7 +287,10 @@ export async function evaluateCandidates(
       }
       const evaluation = await evaluateRule(rule, facts);
       const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
-      return { rule, outcome, ...evaluation };
+      const { ruleId, ruleVersion, matched, conditions } = evaluation;
+      return 'error' in evaluation
+        ? { rule, outcome, ruleId, ruleVersion, matched, conditions, error: evaluation.error }
+        : { rule, outcome, ruleId, ruleVersion, matched, conditions };
     }),
   );
 }

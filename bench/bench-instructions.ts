@@ -1,0 +1,180 @@
+/**
+ * `npm run bench:instructions`: the CPU cost of an event counted in machine
+ * instructions (valgrind's callgrind), the reference server beside the
+ * engine on SQLite, end to end (every event matches; its action reaches the
+ * fake service).
+ *
+ * Why: the closed loops of `npm run bench` measure events per second, which on
+ * a shared 2-core machine moves ±15 % from run to run with the same code, so a
+ * change worth 3–5 % cannot be told from noise with a few runs. Instructions
+ * do not depend on what else the machine is doing: two runs of the same code
+ * agree within about 1 %. They are not time (a cache miss or a system call's
+ * wait costs none, and the fsync of a commit is the kernel's), so they answer
+ * "does this change make the engine do less work per event?", and the
+ * closed loops still answer "is it faster?".
+ *
+ * How: each system runs under `valgrind --tool=callgrind` with instrumentation
+ * off while it starts and takes `--warmup` events (V8 has compiled the hot
+ * path by then), then on (`callgrind_control -i on`) for `--events` more,
+ * sent by 32 keep-alive connections as fast as they are answered, until the
+ * last one's action has arrived; then off again, and the counters are dumped.
+ * Under valgrind the system runs about a hundred times slower than natively,
+ * so every batch is as full as the 32 connections make it: the figures are
+ * those of a loaded engine, not of one that receives an event now and then.
+ * Reported per event: all threads' instructions and the main thread's (the
+ * one thread the engine's throughput depends on; the others are V8's
+ * compilers and garbage collector and libuv's pool).
+ *
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference]
+ *
+ * `--bundle` measures another build of the engine (a copy of
+ * dist-bench/bundle/main.js made before a change, say) in place of the
+ * current one. About two minutes per system for the defaults.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { isEntryFile } from '../src/cli/cli-output.js';
+import { engineEnv } from '../test/support/engine.js';
+import { freePort } from '../test/support/ports.js';
+import { waitUntil } from '../test/support/wait.js';
+import { Cleanup } from './bench-cleanup.js';
+import { benchEnv, ENGINE_MAIN, referenceEnv, writeRules } from './bench-engine.js';
+import { runPrefix, signedEvents } from './bench-events.js';
+import { startFakeService, type FakeService } from './bench-fake-service.js';
+import { closedLoop, WebhookPoster } from './bench-load.js';
+
+const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
+const CONNECTIONS = 32;
+/** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
+const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
+
+export interface InstructionCount {
+  system: 'reference' | 'engine';
+  events: number;
+  /** Per event, every thread of the process. */
+  total: number;
+  /** Per event, the main thread (the event loop). */
+  mainThread: number;
+}
+
+interface Measured {
+  script: string;
+  env: Record<string, string | undefined>;
+  readyPath: string;
+}
+
+/** callgrind's output: one file per thread (`--separate-threads=yes`), `<file>.<dump>-<thread>`, each ending with `totals: N`. */
+export function countsOf(folder: string, base: string): { total: number; mainThread: number } {
+  let total = 0;
+  let mainThread = 0;
+  for (const name of readdirSync(folder).filter((f) => f.startsWith(`${base}.`))) {
+    const totals = /^totals:\s*(\d+)/m.exec(readFileSync(join(folder, name), 'utf8'));
+    if (!totals) continue;
+    total += Number(totals[1]);
+    if (name.endsWith('-01')) mainThread += Number(totals[1]);
+  }
+  if (total === 0) throw new Error(`callgrind wrote no counts to ${folder}/${base}.*`);
+  return { total, mainThread };
+}
+
+function control(child: ChildProcess, command: string[]): void {
+  execFileSync('callgrind_control', [...command, String(child.pid)], { env: { ...process.env, ...VALGRIND_ENV }, stdio: 'ignore' });
+}
+
+async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, events: number, warmup: number, cleanup: Cleanup): Promise<InstructionCount> {
+  const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
+  cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+  const port = await freePort();
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${join(folder, 'counts')}`, process.execPath, spec.script],
+    { env: { ...process.env, ...spec.env, ...VALGRIND_ENV, PORT: String(port) } as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  cleanup.trackChild(child);
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
+  const stop = cleanup.add(`stop ${system} under valgrind (pid ${child.pid})`, () => void child.kill('SIGKILL'));
+  const url = `http://127.0.0.1:${port}`;
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  await waitUntil(async () => exited() || (await fetch(`${url}${spec.readyPath}`).then((r) => r.ok, () => false)), {
+    timeoutMs: 300_000, intervalMs: 500, what: `${system} under valgrind to answer ${spec.readyPath}`,
+  });
+  if (exited()) throw new Error(`${system} under valgrind exited (${child.exitCode ?? child.signalCode}):\n${stderr}`);
+
+  const poster = new WebhookPoster(url, CONNECTIONS);
+  const run = async (what: string, count: number, during?: () => void) => {
+    const prefix = runPrefix(what);
+    const arrivals = await fake.beginRun(prefix, count);
+    during?.();
+    const sent = await closedLoop(poster, signedEvents('matching', prefix, count), CONNECTIONS, Number.MAX_SAFE_INTEGER);
+    if (sent.statuses[202] !== count) throw new Error(`${system}: ${what} answered ${JSON.stringify(sent.statuses)} to ${count} webhooks`);
+    await waitUntil(() => arrivals.arrived() >= count, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: ${count} actions of the ${what} run` });
+  };
+  await run('warmup', warmup);
+  await run('counted', events, () => control(child, ['-i', 'on']));
+  control(child, ['-i', 'off']);
+  control(child, ['-d']);
+  poster.close();
+  await stop();
+  const { total, mainThread } = countsOf(folder, 'counts');
+  return { system, events, total: total / events, mainThread: mainThread / events };
+}
+
+export async function countInstructions(options: { events: number; warmup: number; bundle: string; only?: string }, cleanup: Cleanup): Promise<InstructionCount[]> {
+  const fake = await startFakeService(cleanup);
+  const counts: InstructionCount[] = [];
+  if (options.only !== 'engine') {
+    const folder = mkdtempSync(join(tmpdir(), 'bench-reference-'));
+    cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+    const env = referenceEnv(join(folder, 'reference.sqlite'), fake.url);
+    counts.push(await measure('reference', { script: REFERENCE_MAIN, env: { ...env, HOST: '127.0.0.1' }, readyPath: '/health' }, fake, options.events, options.warmup, cleanup));
+  }
+  if (options.only !== 'reference') {
+    const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
+    cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${join(folder, 'engine.sqlite')}`, serviceUrl: fake.url }, writeRules(cleanup)));
+    counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready' }, fake, options.events, options.warmup, cleanup));
+  }
+  return counts;
+}
+
+const millions = (n: number) => `${(n / 1e6).toFixed(3)} M`;
+
+export function report(counts: InstructionCount[]): string[] {
+  const reference = counts.find((c) => c.system === 'reference');
+  const lines = ['instructions per event (callgrind; end to end, SQLite; 32 keep-alive connections):', '               all threads   main thread'];
+  for (const c of counts) {
+    const ratio = reference && c !== reference ? `   reference / engine: ${(reference.total / c.total).toFixed(2)}× all, ${(reference.mainThread / c.mainThread).toFixed(2)}× main thread` : '';
+    lines.push(`  ${c.system.padEnd(11)} ${millions(c.total).padStart(12)}  ${millions(c.mainThread).padStart(12)}${ratio}`);
+  }
+  return lines;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '1000' }, bundle: { type: 'string', default: ENGINE_MAIN }, only: { type: 'string' } },
+  });
+  const events = Number(values.events);
+  const warmup = Number(values.warmup);
+  if (!Number.isInteger(events) || events < 1 || !Number.isInteger(warmup) || warmup < 0) throw new Error('--events must be a whole number ≥ 1, --warmup ≥ 0');
+  if (values.only !== undefined && !['engine', 'reference'].includes(values.only)) throw new Error('--only takes engine or reference');
+  const cleanup = new Cleanup();
+  process.once('SIGINT', () => cleanup.interrupt());
+  try {
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only }, cleanup);
+    for (const line of report(counts)) process.stdout.write(`${line}\n`);
+  } finally {
+    await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
+  }
+}
+
+if (isEntryFile(import.meta.url)) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`bench:instructions: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  });
+}
