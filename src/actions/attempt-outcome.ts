@@ -13,6 +13,8 @@ import type { ServiceRequest } from './service-operations.js';
 export interface AttemptOutcome {
   status: Exclude<ActionRunStatus, 'pending' | 'running'>;
   request?: ServiceRequest;
+  /** `request` as stored on the run already (JSON), when it was. */
+  requestJson?: string;
   responseStatus?: number;
   response?: unknown;
   errorCode?: string;

@@ -8,7 +8,8 @@ import { ActionParamsError, handlerFor } from './action-types.js';
 import type { ServiceRequest } from './service-operations.js';
 import { compileParams, renderParams, TemplateError, type CompiledParams, type TemplateContext } from '../rules/template.js';
 
-export type RenderedRequest = { ok: true; request: ServiceRequest } | { ok: false; errorCode: string; errorMessage: string };
+/** `json`: the request as stored on its run, when it was (recorded again with the outcome as it is, not serialized anew). */
+export type RenderedRequest = { ok: true; request: ServiceRequest; json?: string } | { ok: false; errorCode: string; errorMessage: string };
 
 const CACHE_SIZE = 2_000;
 const compiledCache = new Map<string, CompiledParams>();

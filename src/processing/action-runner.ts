@@ -126,7 +126,7 @@ export class ActionRunner {
     if (!rendered.ok) return { status: 'failed', errorCode: rendered.errorCode, errorMessage: rendered.errorMessage };
     const request = rendered.request;
     if (this.config.dryRun) {
-      return { status: 'skipped', request, response: simulatedResponse(request, claim.id.slice(0, 8)) };
+      return { status: 'skipped', request, requestJson: rendered.json, response: simulatedResponse(request, claim.id.slice(0, 8)) };
     }
     // Before the resource is recorded as changed: a run handed back changes nothing.
     const waitMs = await this.client.takeSlot();
@@ -140,7 +140,9 @@ export class ActionRunner {
       const resourceKey = touchedResource(claim.type, request, null);
       await this.db.write((manager) => saveProvenance(statementsOf(manager), claim, resourceKey, this.nowIso()));
     }
-    return sendAttempt(this.client, request, claim.id, this.policy(claim));
+    const result = await sendAttempt(this.client, request, claim.id, this.policy(claim));
+    if (rendered.json !== undefined) result.requestJson = rendered.json;
+    return result;
   }
 
   private policy(claim: ClaimedActionRun): AttemptPolicy {

@@ -140,7 +140,7 @@ export class ExecutionProgress {
   private async recordOne(sql: Statements, outcome: Outcome): Promise<boolean> {
     const { claim, owner, result, now, loaded } = outcome;
     const changed = await sql.run(RECORD_OUTCOME, [
-      result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
+      result.status, result.nextAttemptAt ?? now, now, result.requestJson ?? (result.request ? JSON.stringify(result.request) : null), result.responseStatus ?? null,
       result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
     ]);
     if (!changed) return false;

@@ -34,6 +34,8 @@ export interface FirstEntry {
   debounceKey: string | null;
   /** JSON stored on the run: the rendered request, or `{resume_at}` of a wait. */
   request: string | null;
+  /** The rendered request `request` was written from (not a wait's). */
+  rendered?: ServiceRequest;
   scope?: CausalScope;
   /** The request, when it names the resource it changes: that resource's provenance is recorded now. */
   targeting?: ServiceRequest;
@@ -79,6 +81,7 @@ export function firstEntryOf(
     resumeAt: null,
     debounceKey: null,
     request: JSON.stringify(rendered.request),
+    rendered: rendered.request,
     // A creating request's scope is on the run before it can be sent: the claim's causal barrier reads it.
     scope: dryRun ? undefined : rendered.request.createsIn,
     targeting: dryRun || rendered.request.targetId === undefined ? undefined : rendered.request,
@@ -103,6 +106,8 @@ export async function insertFirstRun(
     rule_id: execution.ruleId, position: start.position, action_id: entry?.id ?? null, type, attempts: handOff ? 1 : 0, request: start.request,
     item_index: null, item: null,
   };
+  // Handed over to this process: its runner sends the object the JSON was written from instead of parsing it back.
+  if (handOff && start.rendered !== undefined) run.rendered = start.rendered;
   await sql.run(INSERT_FIRST_RUN, [
     run.id, execution.id, claim.seq, resourceKey, execution.ruleId, start.position, run.action_id, type, handOff ? 'running' : 'pending',
     run.attempts, start.resumeAt ?? now, handOff?.owner ?? null, handOff?.until ?? null, run.request, now, now,

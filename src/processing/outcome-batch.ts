@@ -101,7 +101,7 @@ export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: O
 
 async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string>> {
   const rows = batch.map(({ claim, owner, result, now }) => [
-    result.status, result.nextAttemptAt ?? now, now, result.request ? JSON.stringify(result.request) : null, result.responseStatus ?? null,
+    result.status, result.nextAttemptAt ?? now, now, result.requestJson ?? (result.request ? JSON.stringify(result.request) : null), result.responseStatus ?? null,
     result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
   ]);
   const columns = RECORD_TYPES.map((_type, column) => rows.map((row) => row[column]));

@@ -35,8 +35,9 @@ export class RunRequests {
   async requestFor(claim: ClaimedActionRun, execution: Pick<LoadedExecution, 'rule' | 'facts'>): Promise<RenderedRequest> {
     const { rule } = execution;
     const sql = statementsOf(this.db.manager);
+    if (claim.rendered !== undefined && claim.request) return { ok: true, request: claim.rendered, json: claim.request };
     const stored = claim.request ?? (await sql.rows<{ request: string | null }>(STORED_REQUEST, [claim.id]))[0]?.request;
-    if (stored) return { ok: true, request: JSON.parse(stored) as ServiceRequest };
+    if (stored) return { ok: true, request: JSON.parse(stored) as ServiceRequest, json: stored };
     const { context } = await this.contextFor(claim, execution);
     const rendered = renderActionRequest(rule.actions[claim.position], context, `${rule.id}@${rule.version}#${claim.position}`);
     if (rendered.ok && rendered.request.createsIn) await this.recordScope(claim, rendered.request.createsIn);

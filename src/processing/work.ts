@@ -5,6 +5,7 @@
  * another need not import each other.
  */
 import type { EventStatus } from '../database/event.entity.js';
+import type { ServiceRequest } from '../actions/service-operations.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import type { LeasedEvent } from '../intake/event-writer.js';
 import type { RuleEvaluation } from '../rules/rule-evaluator.js';
@@ -27,6 +28,8 @@ export interface ClaimedActionRun {
   attempts: number;
   /** The request as rendered when the run was created or first attempted; null until then. */
   request?: string | null;
+  /** `request` as the object it was written from, when this process rendered it (a first run it handed over to itself). */
+  rendered?: ServiceRequest;
   /** One item of a forEach action: its index and the item as JSON; null otherwise. */
   item_index?: number | null;
   item?: string | null;
