@@ -25,11 +25,14 @@
  * one thread the engine's throughput depends on; the others are V8's
  * compilers and garbage collector and libuv's pool).
  *
- *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference]
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--keep]
  *
  * `--bundle` measures another build of the engine (a copy of
  * dist-bench/bundle/main.js made before a change, say) in place of the
- * current one. About two minutes per system for the defaults.
+ * current one. `--keep` keeps callgrind's files (one per thread; the main
+ * thread's ends in `-01`) for `callgrind_annotate`, which names the native
+ * functions (SQLite, V8's runtime, libc); JavaScript compiled by V8 shows as
+ * unnamed addresses. About two minutes per system for the defaults.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -51,15 +54,6 @@ const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.met
 const CONNECTIONS = 32;
 /** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
 const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
-
-export interface InstructionCount {
-  system: 'reference' | 'engine';
-  events: number;
-  /** Per event, every thread of the process. */
-  total: number;
-  /** Per event, the main thread (the event loop). */
-  mainThread: number;
-}
 
 interface Measured {
   script: string;
@@ -85,9 +79,29 @@ function control(child: ChildProcess, command: string[]): void {
   execFileSync('callgrind_control', [...command, String(child.pid)], { env: { ...process.env, ...VALGRIND_ENV }, stdio: 'ignore' });
 }
 
-async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, events: number, warmup: number, cleanup: Cleanup): Promise<InstructionCount> {
+interface Options {
+  events: number;
+  warmup: number;
+  bundle: string;
+  only?: string;
+  /** Keep callgrind's files (their folder is reported) instead of removing them. */
+  keep?: boolean;
+}
+
+export interface InstructionCount {
+  system: 'reference' | 'engine';
+  events: number;
+  /** Per event, every thread of the process. */
+  total: number;
+  /** Per event, the main thread (the event loop). */
+  mainThread: number;
+  /** Where callgrind's files are, when kept. */
+  kept?: string;
+}
+
+async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep }: Options, cleanup: Cleanup): Promise<InstructionCount> {
   const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
-  cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+  if (!keep) cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
   const port = await freePort();
   const child = spawn(
     'valgrind',
@@ -121,23 +135,23 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
   poster.close();
   await stop();
   const { total, mainThread } = countsOf(folder, 'counts');
-  return { system, events, total: total / events, mainThread: mainThread / events };
+  return { system, events, total: total / events, mainThread: mainThread / events, ...(keep ? { kept: folder } : {}) };
 }
 
-export async function countInstructions(options: { events: number; warmup: number; bundle: string; only?: string }, cleanup: Cleanup): Promise<InstructionCount[]> {
+export async function countInstructions(options: Options, cleanup: Cleanup): Promise<InstructionCount[]> {
   const fake = await startFakeService(cleanup);
   const counts: InstructionCount[] = [];
   if (options.only !== 'engine') {
     const folder = mkdtempSync(join(tmpdir(), 'bench-reference-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const env = referenceEnv(join(folder, 'reference.sqlite'), fake.url);
-    counts.push(await measure('reference', { script: REFERENCE_MAIN, env: { ...env, HOST: '127.0.0.1' }, readyPath: '/health' }, fake, options.events, options.warmup, cleanup));
+    counts.push(await measure('reference', { script: REFERENCE_MAIN, env: { ...env, HOST: '127.0.0.1' }, readyPath: '/health' }, fake, options, cleanup));
   }
   if (options.only !== 'reference') {
     const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${join(folder, 'engine.sqlite')}`, serviceUrl: fake.url }, writeRules(cleanup)));
-    counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready' }, fake, options.events, options.warmup, cleanup));
+    counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready' }, fake, options, cleanup));
   }
   return counts;
 }
@@ -150,13 +164,17 @@ export function report(counts: InstructionCount[]): string[] {
   for (const c of counts) {
     const ratio = reference && c !== reference ? `   reference / engine: ${(reference.total / c.total).toFixed(2)}× all, ${(reference.mainThread / c.mainThread).toFixed(2)}× main thread` : '';
     lines.push(`  ${c.system.padEnd(11)} ${millions(c.total).padStart(12)}  ${millions(c.mainThread).padStart(12)}${ratio}`);
+    if (c.kept) lines.push(`    callgrind's files: ${c.kept}/counts.*`);
   }
   return lines;
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '1000' }, bundle: { type: 'string', default: ENGINE_MAIN }, only: { type: 'string' } },
+    options: {
+      events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '1000' }, bundle: { type: 'string', default: ENGINE_MAIN },
+      only: { type: 'string' }, keep: { type: 'boolean', default: false },
+    },
   });
   const events = Number(values.events);
   const warmup = Number(values.warmup);
@@ -165,7 +183,7 @@ async function main(): Promise<void> {
   const cleanup = new Cleanup();
   process.once('SIGINT', () => cleanup.interrupt());
   try {
-    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only }, cleanup);
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep }, cleanup);
     for (const line of report(counts)) process.stdout.write(`${line}\n`);
   } finally {
     await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
