@@ -109,14 +109,19 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
     { env: { ...process.env, ...spec.env, ...VALGRIND_ENV, PORT: String(port) } as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   cleanup.trackChild(child);
+  let failedToStart: Error | undefined;
+  child.once('error', (error: NodeJS.ErrnoException) => {
+    failedToStart = error.code === 'ENOENT' ? new Error('valgrind is not installed (Debian: apt-get install -y valgrind)') : error;
+  });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
   const stop = cleanup.add(`stop ${system} under valgrind (pid ${child.pid})`, () => void child.kill('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
-  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const exited = () => failedToStart !== undefined || child.exitCode !== null || child.signalCode !== null;
   await waitUntil(async () => exited() || (await fetch(`${url}${spec.readyPath}`).then((r) => r.ok, () => false)), {
     timeoutMs: 300_000, intervalMs: 500, what: `${system} under valgrind to answer ${spec.readyPath}`,
   });
+  if (failedToStart) throw failedToStart;
   if (exited()) throw new Error(`${system} under valgrind exited (${child.exitCode ?? child.signalCode}):\n${stderr}`);
 
   const poster = new WebhookPoster(url, CONNECTIONS);
@@ -125,7 +130,7 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
     const arrivals = await fake.beginRun(prefix, count);
     during?.();
     const sent = await closedLoop(poster, signedEvents('matching', prefix, count), CONNECTIONS, Number.MAX_SAFE_INTEGER);
-    if (sent.statuses[202] !== count) throw new Error(`${system}: ${what} answered ${JSON.stringify(sent.statuses)} to ${count} webhooks`);
+    if ((sent.statuses[202] ?? 0) !== count) throw new Error(`${system}: ${what} answered ${JSON.stringify(sent.statuses)} to ${count} webhooks`);
     await waitUntil(() => arrivals.arrived() >= count, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: ${count} actions of the ${what} run` });
   };
   await run('warmup', warmup);
