@@ -14,8 +14,8 @@
  * closed loops still answer "is it faster?".
  *
  * How: each system runs under `valgrind --tool=callgrind` with instrumentation
- * off while it starts and takes `--warmup` events (V8 has compiled the hot
- * path by then), then on (`callgrind_control -i on`) for `--events` more,
+ * off while it starts and takes `--warmup` events (3,000: V8 has compiled the
+ * hot path by then), then on (`callgrind_control -i on`) for `--events` more,
  * sent by 32 keep-alive connections as fast as they are answered, until the
  * last one's action has arrived; then off again, and the counters are dumped.
  * Under valgrind the system runs about a hundred times slower than natively,
@@ -27,9 +27,10 @@
  *
  *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--keep]
  *
- * `--bundle` measures another build of the engine (a copy of
- * dist-bench/bundle/main.js made before a change, say) in place of the
- * current one. `--keep` keeps callgrind's files (one per thread; the main
+ * `--bundle` measures another build of the engine in place of the current
+ * one: a copy of dist-bench/bundle/main.js made before a change, put two
+ * folders below the repository (bench/results/before.js), where it finds its
+ * packages and the rule schema. `--keep` keeps callgrind's files (one per thread; the main
  * thread's ends in `-01`) for `callgrind_annotate`, which names the native
  * functions (SQLite, V8's runtime, libc); JavaScript compiled by V8 shows as
  * unnamed addresses. About two minutes per system for the defaults.
@@ -177,7 +178,7 @@ export function report(counts: InstructionCount[]): string[] {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '1000' }, bundle: { type: 'string', default: ENGINE_MAIN },
+      events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '3000' }, bundle: { type: 'string', default: ENGINE_MAIN },
       only: { type: 'string' }, keep: { type: 'boolean', default: false },
     },
   });
