@@ -1,5 +1,6 @@
 import { EventFacts, type Lookups, type RuleEvent } from './facts.js';
-import { evaluateCheck, evaluateEvent, evaluateRule } from './rule-evaluator.js';
+import * as fc from 'fast-check';
+import { evaluateCheck, evaluatedLocally, evaluateEvent, evaluateRule } from './rule-evaluator.js';
 import { RuleIndex } from './rule-index.js';
 import type { ConditionLeaf, TopLevelCondition } from './rule.types.js';
 import { aRule } from '../../test/support/rule-factory.js';
@@ -224,5 +225,60 @@ describe(evaluateCheck.name, () => {
     const check = await evaluateCheck({ all: [{ fact: 'weather', operator: 'equal', value: 'sunny' }] }, factsFor(anEvent()));
     expect(check.passed).toBe(false);
     expect(check.error).toMatch(/^unknown fact "weather"/);
+  });
+});
+
+describe('the local walk (rules that read no lookup)', () => {
+  const facts = () => factsFor(anEvent({ estimate: 3, labels: ['a', 'b'], done_at: null }, { id: 'evt_1' } as Partial<RuleEvent>));
+
+  it('is used for rules that read only the event, its changes and now, not for rules with a lookup', () => {
+    expect(evaluatedLocally(when({ all: [onEvent('title', 'startsWith', 'Release'), { fact: 'now', path: '$.hour', operator: 'lessThan', value: 25 }] }))).toBe(true);
+    expect(evaluatedLocally(when({ all: [onEvent('title', 'startsWith', 'Release'), projectIs('active')] }))).toBe(false);
+    expect(evaluatedLocally(when({ all: [onEvent('project_id', 'equal', { fact: 'project', params: { id: 'prj_1' }, path: '$.id' })] }))).toBe(false);
+  });
+
+  it('gives the answers json-rules-engine gives: results, skipped conditions, values and errors', async () => {
+    const leafPaths = ['$.data.task.title', '$.data.task.estimate', '$.data.task.labels', '$.data.task.done_at', '$.data.task.missing', '$.type', '$.data.task.labels[0]'];
+    const operators = [
+      'equal', 'notEqual', 'in', 'notIn', 'contains', 'doesNotContain', 'lessThan', 'lessThanInclusive', 'greaterThan',
+      'greaterThanInclusive', 'matches', 'startsWith', 'endsWith', 'isEmpty', 'isNotEmpty', 'noSuchOperator',
+    ];
+    const value = fc.oneof(
+      fc.constantFrom('Release', 'Release 1.2', 'a', '(', '^R', '', 3, 2.5, 0, null, true, ['a', 'x'], [], 'task.completed'),
+      fc.constantFrom(...leafPaths).map((path) => ({ fact: 'event', path })),
+    );
+    const leaf = fc.oneof(
+      fc.record({ fact: fc.constant('event'), path: fc.constantFrom(...leafPaths), operator: fc.constantFrom(...operators), value }),
+      fc.record({ fact: fc.constant('now'), path: fc.constantFrom('$.hour', '$.weekday', '$.date'), operator: fc.constantFrom('lessThan', 'equal', 'greaterThan'), value }),
+      fc.record({ fact: fc.constant('changes'), operator: fc.constantFrom('isEmpty', 'isNotEmpty', 'equal'), value }),
+      fc.record({ fact: fc.constant('event'), path: fc.constant('$.data.task.title'), operator: fc.constantFrom(...operators), value, priority: fc.integer({ min: 1, max: 3 }) }),
+    );
+    const { condition } = fc.letrec<{ condition: unknown }>((tie) => ({
+      condition: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        leaf,
+        fc.record({ all: fc.array(tie('condition'), { maxLength: 4 }) }, { requiredKeys: ['all'] }),
+        fc.record({ any: fc.array(tie('condition'), { maxLength: 4 }) }, { requiredKeys: ['any'] }),
+        fc.record({ not: tie('condition') }),
+        fc.record({ all: fc.array(tie('condition'), { maxLength: 3 }), priority: fc.integer({ min: 1, max: 3 }) }),
+      ),
+    }));
+    const topLevel = fc.oneof(
+      fc.record({ all: fc.array(condition, { maxLength: 4 }) }),
+      fc.record({ any: fc.array(condition, { maxLength: 4 }) }),
+      fc.record({ not: condition }),
+    ) as fc.Arbitrary<TopLevelCondition>;
+    let walkedLocally = 0;
+    await fc.assert(
+      fc.asyncProperty(topLevel, async (conditions) => {
+        const rule = when(conditions);
+        if (evaluatedLocally(rule)) walkedLocally++;
+        const local = await evaluateRule(rule, facts());
+        const engine = await evaluateRule(rule, facts(), { useEngine: true });
+        expect(local).toEqual(engine);
+      }),
+      { numRuns: 400 },
+    );
+    expect(walkedLocally).toBeGreaterThan(300);
   });
 });
