@@ -13,44 +13,22 @@
  * given (an EventAlmanac, a few Map entries) carries the event's facts.
  *
  * A rule whose conditions read no lookup (only `event`, `changes`, `now`) is
- * evaluated by `evaluateLocally` instead: the same walk as `Rule#evaluate`
- * over the same compiled conditions, with the same operators and facts, but
- * synchronous. json-rules-engine's walk makes a promise for every condition
- * and every fact and deep-copies the conditions for each result: with the
- * local walk the engine's main thread does about 5 % less work per event for
- * the benchmark's one-condition rule (instructions per event, `npm run
- * bench:instructions`: 1.22 → 1.16 M). Rules with lookups keep
- * json-rules-engine's walk, which waits for them, and so does a rule whose
- * local walk fails (an unknown operator, a value an operator cannot take): the
- * engine's walk then reports the failure as it always has. A property test
- * (rule-evaluator.spec.ts) holds the two walks to the same answers.
+ * walked synchronously instead (local-walk.ts); json-rules-engine's own walk
+ * stays for rules with lookups and to report a rule's failure.
  */
 import { Engine, Rule, type Almanac, type RuleResult, type TopLevelCondition as JreCondition } from 'json-rules-engine';
 import {
-  EventAlmanac, FACT_NAMES, isRemoteFact, LOCAL_FACT_PRIORITY, REMOTE_FACT_PRIORITY, resolvePath, RULE_FACTS,
+  EventAlmanac, FACT_NAMES, isRemoteFact, LOCAL_FACT_PRIORITY, REMOTE_FACT_PRIORITY, RULE_FACTS,
   type EventFacts, type FactScope, type RuleEvent,
 } from './facts.js';
+import { flattenConditions, type ConditionNode, type ConditionResult } from './condition-results.js';
+import { onlyFactsAndGroups, walkLocally, type CompiledEngineRule } from './local-walk.js';
 import { addExtraOperators } from './operators.js';
 import type { CandidateOptions, ExcludedRule, RuleIndex } from './rule-index.js';
 import type { Condition, ConditionLeaf, LoadedRule, TopLevelCondition } from './rule.types.js';
 
-export interface ConditionResult {
-  fact: string;
-  path?: string;
-  params?: Record<string, unknown>;
-  operator: string;
-  /** The expected value (resolved, when it is a `{fact: …}` reference). */
-  value: unknown;
-  /** What the fact (at `path`) held; absent when it was undefined. */
-  factValue: unknown;
-  result: boolean;
-  /** Where the condition sits, e.g. `all[1].any[0]`. */
-  group: string;
-  /** Not evaluated: json-rules-engine had decided without it, or the rule could not run. */
-  skipped?: true;
-  /** The fact could not be obtained (a lookup failed). */
-  error?: string;
-}
+
+export { flattenConditions, type ConditionResult } from './condition-results.js';
 
 export interface RuleEvaluation {
   ruleId: string;
@@ -73,7 +51,7 @@ type EvaluableRule = Rule & { evaluate(almanac: Almanac): Promise<RuleResult> };
 interface CompiledRule {
   scope: FactScope;
   rule?: EvaluableRule;
-  /** No lookup anywhere in the conditions: `evaluateLocally` may walk them. */
+  /** No lookup anywhere in the conditions: `walkLocally` may walk them. */
   local?: boolean;
   /** Why the rule cannot be evaluated at all (unknown fact, invalid conditions). */
   error?: string;
@@ -163,7 +141,7 @@ function compiled(rule: LoadedRule): CompiledRule {
   return result;
 }
 
-/** Whether the rule's conditions are walked by `evaluateLocally` (they read no lookup) rather than by json-rules-engine. */
+/** Whether the rule's conditions are walked by `walkLocally` (they read no lookup) rather than by json-rules-engine. */
 export function evaluatedLocally(rule: LoadedRule): boolean {
   return compiled(rule).local === true;
 }
@@ -173,160 +151,8 @@ export function compileRules(rules: readonly LoadedRule[]): void {
   for (const rule of rules) compiled(rule);
 }
 
-/** A condition as written, or as json-rules-engine returns it with its outcome. */
-interface ConditionNode {
-  all?: ConditionNode[];
-  any?: ConditionNode[];
-  not?: ConditionNode;
-  fact?: string;
-  path?: string;
-  params?: Record<string, unknown>;
-  operator?: string;
-  value?: unknown;
-  factResult?: unknown;
-  valueResult?: unknown;
-  result?: boolean;
-}
-
-function leafResult(node: ConditionNode, group: string, failures?: ReadonlyMap<string, string>): ConditionResult {
-  const evaluated = typeof node.result === 'boolean';
-  const fact = String(node.fact);
-  const result: ConditionResult = {
-    fact,
-    operator: String(node.operator),
-    value: evaluated ? node.valueResult : node.value,
-    factValue: node.factResult,
-    result: node.result === true,
-    group,
-  };
-  if (node.path !== undefined) result.path = node.path;
-  if (node.params !== undefined) result.params = node.params;
-  if (!evaluated) result.skipped = true;
-  const failure = failures?.get(fact);
-  if (evaluated && failure !== undefined) result.error = failure;
-  return result;
-}
-
-/** Depth-first, in the order written: one entry per leaf condition. */
-export function flattenConditions(
-  node: ConditionNode,
-  failures?: ReadonlyMap<string, string>,
-  group = '',
-  out: ConditionResult[] = [],
-): ConditionResult[] {
-  const at = (step: string) => (group === '' ? step : `${group}.${step}`);
-  if (Array.isArray(node.all)) node.all.forEach((child, i) => flattenConditions(child, failures, at(`all[${i}]`), out));
-  else if (Array.isArray(node.any)) node.any.forEach((child, i) => flattenConditions(child, failures, at(`any[${i}]`), out));
-  else if (node.not !== undefined) flattenConditions(node.not, failures, at('not'), out);
-  else out.push(leafResult(node, group, failures));
-  return out;
-}
 
 type Verdict = Pick<RuleEvaluation, 'matched' | 'conditions' | 'error'>;
-
-/** Every node an all/any/not group or a leaf with a fact (no named condition references): what `evaluateLocally` walks. */
-function onlyFactsAndGroups(condition: Condition): boolean {
-  if ('all' in condition) return Array.isArray(condition.all) && condition.all.every(onlyFactsAndGroups);
-  if ('any' in condition) return Array.isArray(condition.any) && condition.any.every(onlyFactsAndGroups);
-  if ('not' in condition) return !Array.isArray(condition.not) && onlyFactsAndGroups(condition.not);
-  return typeof (condition as Partial<ConditionLeaf>).fact === 'string';
-}
-
-/** json-rules-engine's Condition, as much of it as the local walk reads. */
-interface EngineCondition {
-  operator: string;
-  all?: EngineCondition[];
-  any?: EngineCondition[];
-  not?: EngineCondition;
-  fact?: string;
-  path?: string;
-  params?: Record<string, unknown>;
-  value?: unknown;
-  priority?: number | string;
-}
-interface EngineOfRule {
-  operators: { get(name: string): { evaluate(factValue: unknown, value: unknown): unknown } | null | undefined };
-  getFact(name: string): { priority?: number; calculate(params: Record<string, unknown>, almanac: Almanac): unknown } | undefined;
-}
-
-/**
- * `Rule#evaluate`'s walk, synchronous, for conditions whose facts are all at
- * hand (json-rules-engine 7: rule.js `evaluate`, condition.js `evaluate`,
- * almanac.js `factValue`/`getValue`): a group of one condition is that
- * condition; a larger group is split into sets by priority (a condition's
- * own, else its fact's, else 1), highest first, each set evaluated whole,
- * and the sets after the one that decided the group are skipped (their
- * conditions get no result); an empty group passes. A fact read with a path
- * is resolved only when it is an object. Returns the outcome as
- * `RuleResult.conditions` has it (each evaluated leaf with factResult,
- * valueResult and result), for `flattenConditions`; throws where the engine's
- * walk would reject (an unknown operator, an operator or a fact that throws),
- * and the caller lets the engine's walk tell which failure it reports.
- */
-function evaluateLocally(root: EngineCondition, engine: EngineOfRule, almanac: EventAlmanac): { result: boolean; conditions: ConditionNode } {
-  const factValue = (fact: string, params: Record<string, unknown> | undefined, path: string | undefined): unknown => {
-    const definition = engine.getFact(fact);
-    if (definition === undefined) return undefined; // allowUndefinedFacts
-    const value = definition.calculate(params === undefined ? {} : params, almanac);
-    return path && value != null && typeof value === 'object' ? resolvePath(value, path) : value;
-  };
-  const priorityOf = (condition: EngineCondition): number => {
-    const own = Number(condition.priority);
-    return own || (condition.fact === undefined ? undefined : engine.getFact(condition.fact)?.priority) || 1;
-  };
-  const leaf = (condition: EngineCondition, out: ConditionNode): boolean => {
-    const operator = engine.operators.get(condition.operator);
-    if (!operator) throw new Error(`Unknown operator: ${condition.operator}`);
-    const value = condition.value as { fact?: unknown; params?: Record<string, unknown>; path?: string } | null | undefined;
-    const valueResult = value != null && typeof value === 'object' && Object.hasOwn(value, 'fact')
-      ? factValue(value.fact as string, value.params, value.path)
-      : value;
-    const factResult = factValue(condition.fact!, condition.params, condition.path);
-    const result = operator.evaluate(factResult, valueResult);
-    out.factResult = factResult;
-    out.valueResult = valueResult;
-    out.result = result as boolean;
-    return result as boolean;
-  };
-  const group = (children: EngineCondition[], outs: ConditionNode[], operator: 'all' | 'any' | 'not'): boolean => {
-    if (children.length === 0) return true;
-    if (children.length === 1) return node(children[0], outs[0]);
-    const sets = new Map<number, number[]>();
-    children.forEach((child, i) => {
-      const priority = priorityOf(child);
-      const set = sets.get(priority);
-      if (set) set.push(i);
-      else sets.set(priority, [i]);
-    });
-    let decided = operator === 'all';
-    for (const priority of [...sets.keys()].sort((a, b) => b - a)) {
-      if (operator === 'any' ? decided : !decided) continue;
-      const results = sets.get(priority)!.map((i) => node(children[i], outs[i]) === true);
-      decided = operator === 'any' ? results.some(Boolean) : results.every(Boolean);
-    }
-    return decided;
-  };
-  const node = (condition: EngineCondition, out: ConditionNode): boolean => {
-    let passes: boolean;
-    if (condition.operator === 'all' && Array.isArray(condition.all)) passes = group(condition.all, out.all!, 'all') === true;
-    else if (condition.operator === 'any' && Array.isArray(condition.any)) passes = group(condition.any, out.any!, 'any') === true;
-    else if (condition.operator === 'not' && condition.not !== undefined) passes = !node(condition.not, out.not!);
-    else return leaf(condition, out);
-    out.result = passes;
-    return passes;
-  };
-  const conditions = outline(root);
-  return { result: node(root, conditions) === true, conditions };
-}
-
-/** The conditions' shape with what `flattenConditions` reads of a leaf not evaluated (a skipped one keeps `value`). */
-function outline(condition: EngineCondition): ConditionNode {
-  if (condition.operator === 'all' && Array.isArray(condition.all)) return { all: condition.all.map(outline) };
-  if (condition.operator === 'any' && Array.isArray(condition.any)) return { any: condition.any.map(outline) };
-  if (condition.operator === 'not' && condition.not !== undefined) return { not: outline(condition.not) };
-  const { fact, path, params, operator, value } = condition;
-  return { fact, path, params, operator, value };
-}
 
 /** Conditions compiled once, evaluated against one event's facts; every failure is part of the verdict. */
 async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: CompiledRule, facts: EventFacts, useEngine = false): Promise<Verdict> {
@@ -334,9 +160,8 @@ async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: Com
   if (engineRule === undefined) return { matched: false, conditions: flattenConditions(conditions), error };
   const almanac = new EventAlmanac(facts, scope);
   if (compiledRule.local && !useEngine) {
-    const engine = (engineRule as unknown as { engine: EngineOfRule }).engine;
     try {
-      const outcome = evaluateLocally((engineRule as unknown as { conditions: EngineCondition }).conditions, engine, almanac);
+      const outcome = walkLocally(engineRule as unknown as CompiledEngineRule, almanac);
       return { matched: outcome.result, conditions: flattenConditions(outcome.conditions) };
     } catch {
       // The rule's bug (an unknown operator, a value an operator cannot take): json-rules-engine's walk below says
