@@ -100,9 +100,8 @@ export interface InstructionCount {
   kept?: string;
 }
 
-async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep }: Options, cleanup: Cleanup): Promise<InstructionCount> {
-  const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
-  if (!keep) cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+/** The system started under callgrind, counting off, once it answers `readyPath`. */
+async function startUnderValgrind(system: string, spec: Measured, folder: string, cleanup: Cleanup) {
   const port = await freePort();
   const child = spawn(
     'valgrind',
@@ -124,7 +123,13 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
   });
   if (failedToStart) throw failedToStart;
   if (exited()) throw new Error(`${system} under valgrind exited (${child.exitCode ?? child.signalCode}):\n${stderr}`);
+  return { child, url, stop };
+}
 
+async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep }: Options, cleanup: Cleanup): Promise<InstructionCount> {
+  const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
+  if (!keep) cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+  const { child, url, stop } = await startUnderValgrind(system, spec, folder, cleanup);
   const poster = new WebhookPoster(url, CONNECTIONS);
   const run = async (what: string, count: number, during?: () => void) => {
     const prefix = runPrefix(what);
