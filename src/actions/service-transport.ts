@@ -45,7 +45,6 @@ function headerOf(headers: IncomingHttpHeaders) {
   };
 }
 
-/** @throws TransportError when no complete answer came back. */
 type Target = ReturnType<typeof urlToHttpOptions>;
 
 /** Where each URL's requests go, parsed once: most actions send to the same few (POST …/tasks). Bounded: ids make URLs many. */
@@ -62,6 +61,7 @@ function targetOf(url: string): Target {
   return target;
 }
 
+/** @throws TransportError when no complete answer came back. */
 export function exchange(url: string, { method, headers, body, timeoutMs }: ExchangeOptions): Promise<Exchange> {
   const target = targetOf(url);
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;

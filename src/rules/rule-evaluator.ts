@@ -119,14 +119,14 @@ function compile(rule: LoadedRule): CompiledRule {
 }
 
 function compileConditions(conditions: TopLevelCondition, scope: FactScope, name: string): CompiledRule {
-  const unknown = [...factsUsed(conditions, new Set())].filter((fact) => !FACT_NAMES.has(fact));
+  const used = [...factsUsed(conditions, new Set())];
+  const unknown = used.filter((fact) => !FACT_NAMES.has(fact));
   if (unknown.length > 0) {
     const known = [...FACT_NAMES].join(', ');
     return { scope, error: `unknown fact ${unknown.map((fact) => `"${fact}"`).join(', ')} (facts are: ${known})` };
   }
   try {
-    const facts = factsUsed(conditions, new Set());
-    return { scope, rule: buildRule(conditions, name), local: ![...facts].some(isRemoteFact) && onlyFactsAndGroups(conditions) };
+    return { scope, rule: buildRule(conditions, name), local: !used.some(isRemoteFact) && onlyFactsAndGroups(conditions) };
   } catch (error) {
     return { scope, error: `invalid conditions: ${messageOf(error)}` };
   }
