@@ -28,7 +28,7 @@ const BENCH_ADMIN_TOKEN = 'bench_admin_token_0123456789';
 
 /** The engine built beside the benchmark (bench/tsconfig.json compiles src/ into dist-bench/src/; bench/ensure-build.mjs bundles it). */
 export const ENGINE_MAIN = fileURLToPath(new URL('../bundle/main.js', import.meta.url));
-const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
+export const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
 
 /**
  * The one rule loaded: it listens to every task event and evaluates a

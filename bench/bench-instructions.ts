@@ -39,19 +39,17 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
 import { engineEnv } from '../test/support/engine.js';
 import { freePort } from '../test/support/ports.js';
 import { waitUntil } from '../test/support/wait.js';
 import { Cleanup } from './bench-cleanup.js';
-import { benchEnv, ENGINE_MAIN, referenceEnv, writeRules } from './bench-engine.js';
+import { benchEnv, ENGINE_MAIN, REFERENCE_MAIN, referenceEnv, writeRules } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
 
-const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
 const CONNECTIONS = 32;
 /** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
 const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
@@ -156,7 +154,7 @@ export async function countInstructions(options: Options, cleanup: Cleanup): Pro
     const folder = mkdtempSync(join(tmpdir(), 'bench-reference-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const env = referenceEnv(join(folder, 'reference.sqlite'), fake.url);
-    counts.push(await measure('reference', { script: REFERENCE_MAIN, env: { ...env, HOST: '127.0.0.1' }, readyPath: '/health' }, fake, options, cleanup));
+    counts.push(await measure('reference', { script: REFERENCE_MAIN, env, readyPath: '/health' }, fake, options, cleanup));
   }
   if (options.only !== 'reference') {
     const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
