@@ -31,6 +31,7 @@ import { RunsByResource1765400000000 } from './migrations/1765400000000-runs-by-
 import { PostgresHotLeases1765500000000 } from './migrations/1765500000000-postgres-hot-leases.js';
 import { RunsInFlightByKey1765600000000 } from './migrations/1765600000000-runs-in-flight-by-key.js';
 import { FailedRunsByExecution1765700000000 } from './migrations/1765700000000-failed-runs-by-execution.js';
+import { UnfinishedRunsWithoutList1765800000000 } from './migrations/1765800000000-unfinished-runs-without-list.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -53,6 +54,7 @@ export const MIGRATIONS = [
   PostgresHotLeases1765500000000,
   RunsInFlightByKey1765600000000,
   FailedRunsByExecution1765700000000,
+  UnfinishedRunsWithoutList1765800000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

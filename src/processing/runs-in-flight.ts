@@ -1,9 +1,8 @@
 /**
  * Action runs in flight (and failed ones), in the words of the partial indexes
- * that hold just them (migrations 1765600000000 and 1765700000000): the status
- * as `(status || '')`, the
- * same value, so that those indexes serve the conditions and no index of runs
- * by status can. Not sql.ts's `unindexed` (COALESCE): the claims check a run's
+ * that hold just them (migrations 1765600000000, 1765700000000 and
+ * 1765800000000): the status as `(status || '')`, the same value, so that
+ * those indexes serve the conditions and no index of runs by status can. Not sql.ts's `unindexed` (COALESCE): the claims check a run's
  * status again in those words, and that check must imply neither predicate, or
  * the planner reads a whole partial index for it. Table alias `a`.
  */
@@ -12,8 +11,12 @@ const STATUS = `(a.status || '')`;
 /** Creating runs in flight (idx_action_runs_creating_in_flight: scope kind, created_at): what the causal barrier waits for. */
 export const CREATING_IN_FLIGHT = `${STATUS} = 'running' AND a.scope_kind IS NOT NULL`;
 
-/** Unfinished runs (idx_action_runs_unfinished: resource key, event seq): what per-resource ordering waits for. */
-export const UNFINISHED_RUN = `${STATUS} IN ('pending', 'running', 'retrying')`;
+/**
+ * Unfinished runs (idx_action_runs_unfinished: resource key, event seq): what per-resource ordering waits for. Three
+ * comparisons, not `IN` with a list of three: SQLite builds a temporary table for such a list, and did so for every
+ * run written, where it tested the index's predicate (migration 1765800000000).
+ */
+export const UNFINISHED_RUN = `(${STATUS} = 'pending' OR ${STATUS} = 'running' OR ${STATUS} = 'retrying')`;
 
 /** Failed runs (idx_action_runs_failed: execution id): what the end of an execution counts. */
 export const FAILED_RUN = `${STATUS} = 'failed'`;

@@ -1,0 +1,73 @@
+/**
+ * Writing one row of a hot table builds no temporary table (SQLite). SQLite
+ * tests a partial index's predicate and a CHECK constraint on every row
+ * written, and a list of three or more constants (`IN ('a', 'b', 'c')`) is
+ * tested through a temporary table built for the statement: with such a
+ * predicate on idx_action_runs_unfinished, every new action run built one and
+ * every recorded outcome two (migration 1765800000000). The statements here
+ * are the plainest writes of each table, so whatever the schema adds to a
+ * write shows in their programs; and the statements that read unfinished runs
+ * still go through the index whose predicate they repeat.
+ */
+import { createSqliteDatabase } from '../../test/support/databases.js';
+import { openDatabase } from '../../test/support/storage.js';
+import { claimEventsSql } from '../processing/work-queue.js';
+import type { Database } from './database.service.js';
+import { queryRows } from './sql.js';
+
+interface Opcode {
+  opcode: string;
+}
+
+/** A plain INSERT of every column and an UPDATE of each column by primary key, per hot table. */
+function plainWrites(table: string, columns: string[], key: string): string[] {
+  const insert = `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`;
+  return [insert, ...columns.filter((c) => c !== key).map((c) => `UPDATE ${table} SET ${c} = ? WHERE ${key} = ?`)];
+}
+
+describe('writing a row of a hot table (SQLite)', () => {
+  let db: Database;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    const testDb = createSqliteDatabase('row-writes-');
+    drop = testDb.drop;
+    db = await openDatabase(testDb.url);
+  });
+
+  afterAll(async () => {
+    await db.dataSource.destroy();
+    await drop();
+  });
+
+  async function columnsOf(table: string): Promise<string[]> {
+    const rows = await queryRows<{ name: string }>(db.manager, `SELECT name FROM pragma_table_info('${table}')`);
+    return rows.map((row) => row.name);
+  }
+
+  async function program(sql: string): Promise<string[]> {
+    const params = Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
+    return (await queryRows<Opcode>(db.manager, `EXPLAIN ${sql}`, params)).map((op) => op.opcode);
+  }
+
+  it.each([
+    ['events', 'seq'],
+    ['executions', 'id'],
+    ['action_runs', 'id'],
+    ['resource_snapshots', 'resource_key'],
+    ['resource_provenance', 'resource_key'],
+  ])('%s: no INSERT or UPDATE of one row opens a temporary table', async (table, key) => {
+    const writes = plainWrites(table, await columnsOf(table), key);
+    expect(writes.length).toBeGreaterThan(3);
+    const temporary: string[] = [];
+    for (const sql of writes) if ((await program(sql)).includes('OpenEphemeral')) temporary.push(sql);
+    expect(temporary).toEqual([]);
+  });
+
+  it('the claim still reads unfinished runs through idx_action_runs_unfinished', async () => {
+    const sql = claimEventsSql('sqlite', '32');
+    const params = Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
+    const plan = await queryRows<{ detail: string }>(db.manager, `EXPLAIN QUERY PLAN ${sql}`, params);
+    expect(plan.map((row) => row.detail).join('\n')).toContain('USING INDEX idx_action_runs_unfinished');
+  });
+});
