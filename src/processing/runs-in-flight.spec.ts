@@ -1,0 +1,43 @@
+/**
+ * The statements that wait for unfinished runs say it in the words of
+ * idx_action_runs_unfinished's predicate (runs-in-flight.ts), so SQLite, which
+ * matches a partial index by the words of its predicate, reads them through
+ * it. (PostgreSQL's plans: young-statistics.spec.ts.)
+ */
+import { createSqliteDatabase } from '../../test/support/databases.js';
+import { openDatabase } from '../../test/support/storage.js';
+import type { Database } from '../database/database.service.js';
+import { queryRows } from '../database/sql.js';
+import { UNFINISHED_RUN } from './runs-in-flight.js';
+import { claimEventsSql } from './work-queue.js';
+
+describe('unfinished runs, read through their partial index (SQLite)', () => {
+  let db: Database;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    const testDb = createSqliteDatabase('runs-in-flight-');
+    drop = testDb.drop;
+    db = await openDatabase(testDb.url);
+  });
+
+  afterAll(async () => {
+    await db.dataSource.destroy();
+    await drop();
+  });
+
+  async function planOf(sql: string): Promise<string> {
+    const params = Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
+    const plan = await queryRows<{ detail: string }>(db.manager, `EXPLAIN QUERY PLAN ${sql}`, params);
+    return plan.map((row) => row.detail).join('\n');
+  }
+
+  it('the event claim', async () => {
+    expect(await planOf(claimEventsSql('sqlite', '32'))).toContain('USING INDEX idx_action_runs_unfinished');
+  });
+
+  it('a lookup of the runs unfinished on a resource', async () => {
+    const sql = `SELECT a.id FROM action_runs a WHERE a.resource_key = ? AND a.event_seq < ? AND ${UNFINISHED_RUN}`;
+    expect(await planOf(sql)).toContain('USING INDEX idx_action_runs_unfinished');
+  });
+});
