@@ -24,7 +24,7 @@ import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { emitActionRunFailed } from './engine-events.js';
 import { advanceExecution } from './execution-steps.js';
-import { recordOutcomes, type Outcome, type OutcomeSteps } from './outcome-batch.js';
+import { recordOutcomes, requestToRecord, type Outcome, type OutcomeSteps } from './outcome-batch.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
@@ -48,7 +48,7 @@ function loadedOf(row: ExecutionRow): LoadedExecution {
   };
 }
 const RECORD_OUTCOME = `
-  UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = ?,
+  UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = COALESCE(?, request),
                          response_status = ?, response = ?, error_code = ?, error_message = ?
   WHERE id = ? AND lease_owner = ? AND status = 'running'`;
 const SAVE_PROVENANCE = `
@@ -140,7 +140,7 @@ export class ExecutionProgress {
   private async recordOne(sql: Statements, outcome: Outcome): Promise<boolean> {
     const { claim, owner, result, now, loaded } = outcome;
     const changed = await sql.run(RECORD_OUTCOME, [
-      result.status, result.nextAttemptAt ?? now, now, result.requestJson ?? (result.request ? JSON.stringify(result.request) : null), result.responseStatus ?? null,
+      result.status, result.nextAttemptAt ?? now, now, requestToRecord(result), result.responseStatus ?? null,
       result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
     ]);
     if (!changed) return false;

@@ -86,6 +86,31 @@ describe.each(kinds)('action outcomes committed together on $name', (kind) => {
     expect(await executionOf(stolen)).toMatchObject({ status: 'running' });
   });
 
+  it('keeps the request a run holds: an outcome brings one only when its attempt rendered it anew', async () => {
+    await core.store(taskEvent('task.completed', { title: 'One' }));
+    await core.store(taskEvent('task.completed', { title: 'Two' }));
+    await core.store(taskEvent('task.completed', { title: 'Three' }));
+    for (let i = 0; i < 3; i++) await core.processNext();
+    const [crashed, sent, alone] = (await core.queue.claimActionRuns(10, 60_000)).filter((c) => c.rule_id === 'single').sort((a, b) => a.event_seq - b.event_seq);
+    const stored = (claim: ClaimedActionRun) => JSON.parse(claim.request!) as unknown;
+    expect(stored(crashed)).toMatchObject({ body: { title: expect.stringContaining('Made') } });
+
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const now = core.clock.now().toISOString();
+    const owner = core.queue.owner;
+    // An attempt that threw before its request went out brings none (action-runner.ts recordCrash); one that sent the
+    // stored request names it as stored (requestJson), in a batch and alone.
+    await Promise.all([
+      progress.record(crashed, owner, { status: 'failed', errorCode: 'engine_error', errorMessage: 'boom' }, now),
+      progress.record(sent, owner, { ...succeeded(sent, 'tsk_sent'), requestJson: sent.request! }, now),
+    ]);
+    await progress.record(alone, owner, { status: 'failed', errorCode: 'engine_error', errorMessage: 'boom' }, now);
+
+    for (const claim of [crashed, sent, alone]) expect(JSON.parse((await run(claim.id)).request!)).toEqual(stored(claim));
+    expect(await run(crashed.id)).toMatchObject({ status: 'failed', errorCode: 'engine_error' });
+    expect(await run(sent.id)).toMatchObject({ status: 'succeeded', responseStatus: 201 });
+  });
+
   it("records a touched resource at its event's depth: from the execution in hand, else from the event", async () => {
     await core.store(taskEvent('task.completed', { title: 'One' }));
     await core.store(taskEvent('task.completed', { title: 'Two' }));

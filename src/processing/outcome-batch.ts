@@ -37,7 +37,7 @@ const RECORD_TYPES = ['text', 'text', 'text', 'text', 'int', 'text', 'text', 'te
 // against constants, they had the planner count one row to update and join the batch to it as a nested loop.
 export const RECORD_MANY = `
   UPDATE action_runs r SET status = t.status, lease_owner = NULL, lease_until = NULL, next_attempt_at = t.next_attempt_at,
-                           updated_at = t.updated_at, request = t.request, response_status = t.response_status,
+                           updated_at = t.updated_at, request = COALESCE(t.request, r.request), response_status = t.response_status,
                            response = t.response, error_code = t.error_code, error_message = t.error_message
   FROM ${guardedRowsOf(RECORD_COLUMNS, RECORD_TYPES, { was: "'running'" })}
   WHERE r.id = t.id AND r.lease_owner = t.owner AND ${unindexed('r.status')} = t.was AND r.id = ANY(?::text[])
@@ -99,9 +99,19 @@ export async function recordOutcomes(sql: Statements, batch: Outcome[], steps: O
   return batch.map((o) => changed.has(o.claim.id));
 }
 
+/**
+ * The request to write with an outcome (its statements keep the run's own when given null): none when the run holds
+ * it already (`requestJson`, the text read from the run or written with it), so that it is not bound and written a
+ * second time; else the request the attempt rendered, or none when it rendered none.
+ */
+export function requestToRecord(result: AttemptOutcome): string | null {
+  if (result.requestJson !== undefined || result.request === undefined) return null;
+  return JSON.stringify(result.request);
+}
+
 async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string>> {
   const rows = batch.map(({ claim, owner, result, now }) => [
-    result.status, result.nextAttemptAt ?? now, now, result.requestJson ?? (result.request ? JSON.stringify(result.request) : null), result.responseStatus ?? null,
+    result.status, result.nextAttemptAt ?? now, now, requestToRecord(result), result.responseStatus ?? null,
     result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
   ]);
   const columns = RECORD_TYPES.map((_type, column) => rows.map((row) => row[column]));
