@@ -103,7 +103,29 @@ describe(ServiceClient.name, () => {
 
     it('reports a network error when nothing listens', async () => {
       const outcome = await clientFor('http://127.0.0.1:9').send(buildRequest('tasks.list'));
-      expect(outcome).toMatchObject({ ok: false, kind: 'network', code: 'network_error' });
+      expect(outcome).toMatchObject({ ok: false, kind: 'network', code: 'network_error', message: expect.stringContaining('ECONNREFUSED') });
+    });
+
+    it('reports a network error when the connection closes before an answer, and when it cuts the answer off', async () => {
+      const closed = await service((req) => req.socket.destroy());
+      expect(await clientFor(closed.url).send(buildRequest('tasks.list'))).toMatchObject({ ok: false, kind: 'network', code: 'network_error' });
+      await closed.close();
+      const cut = await service((_req, res) => {
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '100' });
+        res.write('{"data": [', () => res.socket?.destroy());
+      });
+      const outcome = await clientFor(cut.url).send(buildRequest('tasks.list'));
+      expect(outcome).toMatchObject({ ok: false, kind: 'network', code: 'network_error', message: expect.stringMatching(/^answer cut off: /) });
+      await cut.close();
+    });
+
+    it('keeps its connections for the next requests (keep-alive)', async () => {
+      const svc = await service((_req, res) => json(res, 200, {}));
+      const client = clientFor(svc.url);
+      for (let i = 0; i < 10; i++) expect(await client.send(buildRequest('tasks.list'))).toMatchObject({ ok: true });
+      expect(svc.seen).toHaveLength(10);
+      expect(new Set(svc.seen.map(({ req }) => req.socket.remotePort)).size).toBe(1);
+      await svc.close();
     });
   });
 
