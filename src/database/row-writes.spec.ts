@@ -9,9 +9,7 @@
  * write shows in their programs. (That the statements reading unfinished runs
  * still go through that index: processing/runs-in-flight.spec.ts.)
  */
-import { createSqliteDatabase } from '../../test/support/databases.js';
-import { openDatabase } from '../../test/support/storage.js';
-import type { Database } from './database.service.js';
+import { nullParams, useSqliteSchema } from '../../test/support/storage.js';
 import { queryRows } from './sql.js';
 
 interface Opcode {
@@ -25,28 +23,15 @@ function plainWrites(table: string, columns: string[], key: string): string[] {
 }
 
 describe('writing a row of a hot table (SQLite)', () => {
-  let db: Database;
-  let drop: () => Promise<void>;
-
-  beforeAll(async () => {
-    const testDb = createSqliteDatabase('row-writes-');
-    drop = testDb.drop;
-    db = await openDatabase(testDb.url);
-  });
-
-  afterAll(async () => {
-    await db.dataSource.destroy();
-    await drop();
-  });
+  const db = useSqliteSchema('row-writes-');
 
   async function columnsOf(table: string): Promise<string[]> {
-    const rows = await queryRows<{ name: string }>(db.manager, `SELECT name FROM pragma_table_info('${table}')`);
+    const rows = await queryRows<{ name: string }>(db().manager, `SELECT name FROM pragma_table_info('${table}')`);
     return rows.map((row) => row.name);
   }
 
   async function program(sql: string): Promise<string[]> {
-    const params = Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
-    return (await queryRows<Opcode>(db.manager, `EXPLAIN ${sql}`, params)).map((op) => op.opcode);
+    return (await queryRows<Opcode>(db().manager, `EXPLAIN ${sql}`, nullParams(sql))).map((op) => op.opcode);
   }
 
   it.each([

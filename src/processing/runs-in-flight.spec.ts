@@ -4,31 +4,16 @@
  * matches a partial index by the words of its predicate, reads them through
  * it. (PostgreSQL's plans: young-statistics.spec.ts.)
  */
-import { createSqliteDatabase } from '../../test/support/databases.js';
-import { openDatabase } from '../../test/support/storage.js';
-import type { Database } from '../database/database.service.js';
+import { nullParams, useSqliteSchema } from '../../test/support/storage.js';
 import { queryRows } from '../database/sql.js';
 import { UNFINISHED_RUN } from './runs-in-flight.js';
 import { claimEventsSql } from './work-queue.js';
 
 describe('unfinished runs, read through their partial index (SQLite)', () => {
-  let db: Database;
-  let drop: () => Promise<void>;
-
-  beforeAll(async () => {
-    const testDb = createSqliteDatabase('runs-in-flight-');
-    drop = testDb.drop;
-    db = await openDatabase(testDb.url);
-  });
-
-  afterAll(async () => {
-    await db.dataSource.destroy();
-    await drop();
-  });
+  const db = useSqliteSchema('runs-in-flight-');
 
   async function planOf(sql: string): Promise<string> {
-    const params = Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
-    const plan = await queryRows<{ detail: string }>(db.manager, `EXPLAIN QUERY PLAN ${sql}`, params);
+    const plan = await queryRows<{ detail: string }>(db().manager, `EXPLAIN QUERY PLAN ${sql}`, nullParams(sql));
     return plan.map((row) => row.detail).join('\n');
   }
 

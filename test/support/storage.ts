@@ -5,7 +5,7 @@ import { dataSourceOptions } from '../../src/database/data-source.js';
 import { Database } from '../../src/database/database.service.js';
 import { EventWriter } from '../../src/intake/event-writer.js';
 import { WorkQueue } from '../../src/processing/work-queue.js';
-import type { DatabaseKindUnderTest, TestDatabase } from './databases.js';
+import { createSqliteDatabase, type DatabaseKindUnderTest, type TestDatabase } from './databases.js';
 
 export async function openDatabase(url: string): Promise<Database> {
   const dataSource = new DataSource(dataSourceOptions(url));
@@ -56,4 +56,30 @@ export function useQueueStore(kind: DatabaseKindUnderTest): QueueStore {
     get writer() { return current().writer; },
     get queue() { return current().queue; },
   };
+}
+
+/**
+ * For a describe block that only reads SQLite's schema and plans: one fresh database with the engine's schema for
+ * all its tests, dropped after them. `db()` while the block runs.
+ */
+export function useSqliteSchema(prefix: string): () => Database {
+  let testDb: TestDatabase;
+  let db: Database | undefined;
+  beforeAll(async () => {
+    testDb = createSqliteDatabase(prefix);
+    db = await openDatabase(testDb.url);
+  });
+  afterAll(async () => {
+    await db?.dataSource.destroy();
+    await testDb.drop();
+  });
+  return () => {
+    if (!db) throw new Error('the schema database is there only while a test of its describe block runs');
+    return db;
+  };
+}
+
+/** A null for each `?` of `sql`: enough to EXPLAIN it. */
+export function nullParams(sql: string): null[] {
+  return Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
 }
