@@ -32,6 +32,7 @@ import { PostgresHotLeases1765500000000 } from './migrations/1765500000000-postg
 import { RunsInFlightByKey1765600000000 } from './migrations/1765600000000-runs-in-flight-by-key.js';
 import { FailedRunsByExecution1765700000000 } from './migrations/1765700000000-failed-runs-by-execution.js';
 import { UnfinishedRunsWithoutList1765800000000 } from './migrations/1765800000000-unfinished-runs-without-list.js';
+import { ThrottleKeysOnly1765900000000 } from './migrations/1765900000000-throttle-keys-only.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -55,6 +56,7 @@ export const MIGRATIONS = [
   RunsInFlightByKey1765600000000,
   FailedRunsByExecution1765700000000,
   UnfinishedRunsWithoutList1765800000000,
+  ThrottleKeysOnly1765900000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

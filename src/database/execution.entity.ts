@@ -9,7 +9,7 @@ export const EXECUTION_STATUSES: readonly ExecutionStatus[] = ['running', 'succe
 @Index('idx_executions_event', ['eventSeq'])
 @Index('idx_executions_rule', ['ruleId', 'createdAt'])
 @Index('idx_executions_status', ['status', 'createdAt'])
-@Index('idx_executions_throttle', ['ruleId', 'throttleKey', 'createdAt'])
+@Index('idx_executions_throttle', ['ruleId', 'throttleKey', 'createdAt'], { where: 'throttle_key IS NOT NULL' })
 export class ExecutionEntity {
   @PrimaryColumn({ type: 'varchar', length: 36 })
   id!: string;

@@ -62,7 +62,8 @@ export const MARK_SEEN_MANY = `UPDATE events SET seen_resource = TRUE WHERE ${un
 const MARK_SEEN_SQLITE = `UPDATE events INDEXED BY idx_events_waiting_resource SET seen_resource = TRUE
   WHERE resource_key = ? AND status = 'received' AND NOT seen_resource`;
 const THROTTLE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
-const THROTTLE_COUNT = `
+/** How many executions of a rule with a throttle key count against its limit (idx_executions_throttle, its only reader). */
+export const THROTTLE_COUNT = `
   SELECT COUNT(*) AS n FROM executions
   WHERE rule_id = ? AND throttle_key = ? AND created_at > ? AND status <> 'throttled'`;
 
