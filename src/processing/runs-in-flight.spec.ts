@@ -4,18 +4,14 @@
  * matches a partial index by the words of its predicate, reads them through
  * it. (PostgreSQL's plans: young-statistics.spec.ts.)
  */
-import { nullParams, useSqliteSchema } from '../../test/support/storage.js';
-import { queryRows } from '../database/sql.js';
+import { sqlitePlan, useSqliteSchema } from '../../test/support/storage.js';
 import { UNFINISHED_RUN } from './runs-in-flight.js';
 import { claimEventsSql } from './work-queue.js';
 
 describe('unfinished runs, read through their partial index (SQLite)', () => {
   const db = useSqliteSchema('runs-in-flight-');
 
-  async function planOf(sql: string): Promise<string> {
-    const plan = await queryRows<{ detail: string }>(db().manager, `EXPLAIN QUERY PLAN ${sql}`, nullParams(sql));
-    return plan.map((row) => row.detail).join('\n');
-  }
+  const planOf = (sql: string) => sqlitePlan(db(), sql);
 
   it('the event claim', async () => {
     expect(await planOf(claimEventsSql('sqlite', '32'))).toContain('USING INDEX idx_action_runs_unfinished');

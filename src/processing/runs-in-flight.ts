@@ -2,9 +2,10 @@
  * Action runs in flight (and failed ones), in the words of the partial indexes
  * that hold just them (migrations 1765600000000, 1765700000000 and
  * 1765800000000): the status as `(status || '')`, the same value, so that
- * those indexes serve the conditions and no index of runs by status can. Not sql.ts's `unindexed` (COALESCE): the claims check a run's
- * status again in those words, and that check must imply neither predicate, or
- * the planner reads a whole partial index for it. Table alias `a`.
+ * those indexes serve the conditions and no index of runs by status can. Not
+ * sql.ts's `unindexed` (COALESCE): the claims check a run's status again in
+ * those words, and that check must imply neither predicate, or the planner
+ * reads a whole partial index for it. Table alias `a`.
  */
 const STATUS = `(a.status || '')`;
 

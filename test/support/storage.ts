@@ -2,6 +2,7 @@
 import { DataSource } from 'typeorm';
 import type { Clock } from '../../src/clock.js';
 import { dataSourceOptions } from '../../src/database/data-source.js';
+import { queryRows } from '../../src/database/sql.js';
 import { Database } from '../../src/database/database.service.js';
 import { EventWriter } from '../../src/intake/event-writer.js';
 import { WorkQueue } from '../../src/processing/work-queue.js';
@@ -82,4 +83,10 @@ export function useSqliteSchema(prefix: string): () => Database {
 /** A null for each `?` of `sql`: enough to EXPLAIN it. */
 export function nullParams(sql: string): null[] {
   return Array<null>((sql.match(/\?/g) ?? []).length).fill(null);
+}
+
+/** SQLite's plan of `sql` (EXPLAIN QUERY PLAN), one step a line. */
+export async function sqlitePlan(db: Database, sql: string): Promise<string> {
+  const plan = await queryRows<{ detail: string }>(db.manager, `EXPLAIN QUERY PLAN ${sql}`, nullParams(sql));
+  return plan.map((row) => row.detail).join('\n');
 }
