@@ -2,7 +2,9 @@
  * `npm run bench:instructions`: the CPU cost of an event counted in machine
  * instructions (valgrind's callgrind), the reference server beside the
  * engine on SQLite, end to end (every event matches; its action reaches the
- * fake service).
+ * fake service), or with `--intake` as intake only (no event matches: the
+ * rule is evaluated and fails; counted until every event is acknowledged and
+ * none is left waiting for its evaluation).
  *
  * Why: the closed loops of `npm run bench` measure events per second, which on
  * a shared 2-core machine moves ±15 % from run to run with the same code, so a
@@ -25,7 +27,7 @@
  * one thread the engine's throughput depends on; the others are V8's
  * compilers and garbage collector and libuv's pool).
  *
- *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--keep]
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep]
  *
  * `--bundle` measures another build of the engine in place of the current
  * one: a copy of dist-bench/bundle/main.js made before a change, put two
@@ -36,6 +38,7 @@
  * unnamed addresses. About two minutes per system for the defaults.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,6 +53,12 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
 
+// better-sqlite3 ships no types here; this is the little of it the count of waiting events uses.
+const SqliteDatabase = createRequire(import.meta.url)('better-sqlite3') as new (file: string, options: { readonly: boolean }) => {
+  prepare(sql: string): { get(): unknown };
+  close(): void;
+};
+
 const CONNECTIONS = 32;
 /** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
 const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
@@ -58,6 +67,8 @@ interface Measured {
   script: string;
   env: Record<string, string | undefined>;
   readyPath: string;
+  /** Intake only: events received and not yet evaluated (none on the reference, which evaluates nothing after). */
+  waiting?: () => number;
 }
 
 /** callgrind's output: one file per thread (`--separate-threads=yes`), `<file>.<dump>-<thread>`, each ending with `totals: N`. */
@@ -85,6 +96,8 @@ interface Options {
   only?: string;
   /** Keep callgrind's files (their folder is reported) instead of removing them. */
   keep?: boolean;
+  /** Intake only: events no rule matches, instead of end to end. */
+  intake?: boolean;
 }
 
 export interface InstructionCount {
@@ -124,7 +137,7 @@ async function startUnderValgrind(system: string, spec: Measured, folder: string
   return { child, url, stop };
 }
 
-async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep }: Options, cleanup: Cleanup): Promise<InstructionCount> {
+async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep, intake }: Options, cleanup: Cleanup): Promise<InstructionCount> {
   const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
   if (!keep) cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
   const { child, url, stop } = await startUnderValgrind(system, spec, folder, cleanup);
@@ -133,9 +146,10 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
     const prefix = runPrefix(what);
     const arrivals = await fake.beginRun(prefix, count);
     during?.();
-    const sent = await closedLoop(poster, signedEvents('matching', prefix, count), CONNECTIONS, Number.MAX_SAFE_INTEGER);
+    const sent = await closedLoop(poster, signedEvents(intake ? 'unmatched' : 'matching', prefix, count), CONNECTIONS, Number.MAX_SAFE_INTEGER);
     if ((sent.statuses[202] ?? 0) !== count) throw new Error(`${system}: ${what} answered ${JSON.stringify(sent.statuses)} to ${count} webhooks`);
-    await waitUntil(() => arrivals.arrived() >= count, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: ${count} actions of the ${what} run` });
+    if (intake) await waitUntil(() => (spec.waiting?.() ?? 0) === 0, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: the ${what} run's events evaluated` });
+    else await waitUntil(() => arrivals.arrived() >= count, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: ${count} actions of the ${what} run` });
   };
   await run('warmup', warmup);
   await run('counted', events, () => control(child, ['-i', 'on']));
@@ -159,17 +173,29 @@ export async function countInstructions(options: Options, cleanup: Cleanup): Pro
   if (options.only !== 'reference') {
     const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
-    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${join(folder, 'engine.sqlite')}`, serviceUrl: fake.url }, writeRules(cleanup)));
-    counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready' }, fake, options, cleanup));
+    const file = join(folder, 'engine.sqlite');
+    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${file}`, serviceUrl: fake.url }, writeRules(cleanup)));
+    counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready', waiting: () => waitingIn(file) }, fake, options, cleanup));
   }
   return counts;
 }
 
+/** Events the engine has received and not yet evaluated, read beside it (WAL readers do not block it). */
+function waitingIn(file: string): number {
+  const db = new SqliteDatabase(file, { readonly: true });
+  try {
+    return Number((db.prepare("SELECT COUNT(*) AS n FROM events WHERE status = 'received'").get() as { n: number }).n);
+  } finally {
+    db.close();
+  }
+}
+
 const millions = (n: number) => `${(n / 1e6).toFixed(3)} M`;
 
-export function report(counts: InstructionCount[]): string[] {
+export function report(counts: InstructionCount[], intake = false): string[] {
   const reference = counts.find((c) => c.system === 'reference');
-  const lines = ['instructions per event (callgrind; end to end, SQLite; 32 keep-alive connections):', '               all threads   main thread'];
+  const what = intake ? 'intake, no event matches' : 'end to end';
+  const lines = [`instructions per event (callgrind; ${what}, SQLite; 32 keep-alive connections):`, '               all threads   main thread'];
   for (const c of counts) {
     const ratio = reference && c !== reference ? `   reference / engine: ${(reference.total / c.total).toFixed(2)}× all, ${(reference.mainThread / c.mainThread).toFixed(2)}× main thread` : '';
     lines.push(`  ${c.system.padEnd(11)} ${millions(c.total).padStart(12)}  ${millions(c.mainThread).padStart(12)}${ratio}`);
@@ -182,7 +208,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '3000' }, bundle: { type: 'string', default: ENGINE_MAIN },
-      only: { type: 'string' }, keep: { type: 'boolean', default: false },
+      only: { type: 'string' }, keep: { type: 'boolean', default: false }, intake: { type: 'boolean', default: false },
     },
   });
   const events = Number(values.events);
@@ -192,8 +218,8 @@ async function main(): Promise<void> {
   const cleanup = new Cleanup();
   process.once('SIGINT', () => cleanup.interrupt());
   try {
-    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep }, cleanup);
-    for (const line of report(counts)) process.stdout.write(`${line}\n`);
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake }, cleanup);
+    for (const line of report(counts, values.intake)) process.stdout.write(`${line}\n`);
   } finally {
     await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
   }
