@@ -57,7 +57,42 @@ export type WriteOutcome = 'accepted' | 'duplicate';
 export interface FreshEventsHandOff {
   /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
   lease(): FreshLease | undefined;
-  take(leased: LeasedEvent[], complete: boolean): void;
+  /**
+   * SQLite: how the commit of `events` decides, one by one, an event the lease would hand over and free to be
+   * evaluated now (not held): in the commit that stores it, when its evaluation needs nothing but the event and the
+   * database (no lookup) and ends it with nothing to do (DecidedEvent); undefined: it is leased and handed over as
+   * before. Asked once per commit, before its first event is stored (what it reads, it reads for the batch).
+   */
+  decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined>;
+  /** After the commit: what it leased, and what it decided (stored finished). */
+  take(leased: LeasedEvent[], complete: boolean, decided: FreshEvent[]): void;
+}
+
+/** Decides one new event of its commit (FreshEventsHandOff.decider), in the order they are stored. */
+export type Decider = (event: FreshEvent) => Promise<DecidedEvent | undefined>;
+
+/** A new event as the commit that stores it knows it, before it has a seq. */
+export interface FreshEvent {
+  event_id: string;
+  type: string;
+  resource_key: string | null;
+  payload: string;
+  depth: number;
+  envelope?: EventEnvelope;
+}
+
+/**
+ * An event decided in the commit that stores it: stored finished, with its outcome's columns (as the commit of an
+ * evaluated event sets them, processing/event-commit.ts), then `record` in the same transaction (its resource's
+ * snapshot) once it has its seq. Never for a duplicate: that stores nothing.
+ */
+export interface DecidedEvent {
+  status: string;
+  depth: number;
+  selfCaused: boolean;
+  /** The explanation, as JSON. */
+  explanation: string;
+  record(sql: Statements, seq: number): Promise<void>;
 }
 
 /**
@@ -117,6 +152,11 @@ const SEEN = (key: string) => `${key} IS NULL OR EXISTS (SELECT 1 FROM resource_
 const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
 
+/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last. */
+const INSERT_DECIDED = `INSERT INTO events (${COLUMNS}, self_caused, processed_at, explanation)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, NULL, NULL, ?, ?, ?)
+  ON CONFLICT (event_id) DO NOTHING`;
+
 /** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
 const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
   SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, 'received', b.source, b.payload, b.depth, b.replay_of,
@@ -164,8 +204,8 @@ export class EventWriter {
   private readonly listeners: Array<() => void> = [];
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
   private handOff: FreshEventsHandOff | undefined;
-  /** What the batch being committed leased (one batch at a time: GroupCommit flushes in turn). */
-  private leased: HandedOver<LeasedEvent> | undefined;
+  /** What the batch being committed leased and decided (one batch at a time: GroupCommit flushes in turn). */
+  private leased: Stored | undefined;
   /** The statements that store and lease, by the lease's text (one per database kind). */
   private readonly leasingTexts = new Map<string, string>();
 
@@ -234,13 +274,26 @@ export class EventWriter {
   private async insertEach(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
     const inserted: Inserted[] = [];
     let room = lease?.room ?? 0;
-    for (const e of events) {
+    const fresh = events.map(freshEvent);
+    const decide = lease !== undefined ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
+    for (const [i, e] of events.entries()) {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
       const [leased] = lease !== undefined && room > 0
         ? await sql.rows<{ lease_owner: string; lease_until: string; held?: number }>(
           this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, e.resourceKey, e.resourceKey, ...lease.params])
         : [];
+      const decided = leased && !leased.held ? await decide?.(fresh[i]) : undefined;
+      if (decided) {
+        const seq = await sql.insertOne(INSERT_DECIDED, [
+          e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, decided.status, e.source, e.payload, decided.depth, e.replayOf ?? null,
+          now, now, e.resourceKey, e.resourceKey, decided.selfCaused, now, decided.explanation,
+        ]);
+        if (seq === undefined) continue; // a duplicate: its decision is not stored
+        await decided.record(sql, seq);
+        inserted.push({ seq, event_id: e.eventId, leased: false, decided: true });
+        continue;
+      }
       const seq = await sql.insertOne(INSERT_ONE, [
         e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now,
         e.resourceKey, e.resourceKey, leased?.lease_owner ?? null, leased?.lease_until ?? null,
@@ -257,7 +310,7 @@ export class EventWriter {
     const leased = this.leased;
     this.leased = undefined;
     if (leased === undefined) return;
-    this.handOff?.take(leased.events, leased.complete);
+    this.handOff?.take(leased.events, leased.complete, leased.decided);
     for (const listener of this.listeners) listener();
   }
 }
@@ -269,6 +322,19 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
+  /** SQLite: stored decided (FreshEventsHandOff.decide), not leased. */
+  decided?: boolean;
+}
+
+/** What a commit leased to the event loop, and what it decided. */
+interface Stored extends HandedOver<LeasedEvent> {
+  decided: FreshEvent[];
+}
+
+function freshEvent(e: NewEvent): FreshEvent {
+  const event: FreshEvent = { event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0 };
+  if (e.envelope) event.envelope = e.envelope;
+  return event;
 }
 
 /**
@@ -276,12 +342,14 @@ interface Inserted {
  * event and none of the batch was a duplicate: a duplicate may have taken a place in the lease, or stood first for
  * its resource in the batch, so that a later event was left unleased with nothing to let it go.
  */
-function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): HandedOver<LeasedEvent> {
-  if (lease === undefined) return { events: [], complete: false };
+function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): Stored {
+  if (lease === undefined) return { events: [], complete: false, decided: [] };
   const byId = new Map(events.map((e) => [e.eventId, e]));
   const leased: LeasedEvent[] = [];
+  const decided: FreshEvent[] = [];
   for (const row of rows) {
     const e = byId.get(row.event_id);
+    if (row.decided && e !== undefined) decided.push(freshEvent(e));
     if (!row.leased || e === undefined) continue;
     const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
     if (e.envelope) event.envelope = e.envelope;
@@ -289,5 +357,7 @@ function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | unde
     leased.push(event);
   }
   leased.sort((a, b) => a.seq - b.seq);
-  return { events: leased, complete: rows.length <= lease.room && rows.length === events.length };
+  // The decided took no room: only the others could have been left unleased for want of it.
+  const roomNeeded = rows.length - decided.length;
+  return { events: leased, complete: roomNeeded <= lease.room && rows.length === events.length, decided };
 }

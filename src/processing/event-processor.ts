@@ -11,11 +11,13 @@ import { ServiceLookups } from '../actions/service-lookups.js';
 import { CLOCK, isoIn, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
-import { statementsOf } from '../database/statements.js';
+import { statementsOf, type Statements } from '../database/statements.js';
+import { storageFaultOf } from '../database/storage-faults.js';
 import { type EventEnvelope } from '../intake/envelope.js';
+import type { DecidedEvent, Decider, FreshEvent } from '../intake/event-writer.js';
 import { safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
-import { computeChanges, EventFacts, type Changes } from '../rules/facts.js';
+import { computeChanges, EventFacts, type Changes, type Lookups } from '../rules/facts.js';
 import { factsUsedBy } from '../rules/facts-used.js';
 import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
@@ -23,7 +25,7 @@ import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit } from './event-commit.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { debounceKey, throttleKey } from './throttle.js';
-import type { ClaimedEvent, CreatedRun, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
+import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 /** What the engine knows of the resources a batch is about: their last version, and which engine action touched them. */
 export interface KnownResources {
@@ -48,6 +50,8 @@ const PROVENANCE_PG = byKeys('resource_key, depth, changed_at, rule_id', 'resour
 export class EventProcessor {
   private readonly logger = new Logger('processing');
   private readonly committer: EventCommit;
+  /** What intake's last commit evaluated of the events it handed over (deciderAtIntake), by event id. */
+  private readonly evaluatedAtIntake = new Map<string, EvaluatedAtIntake>();
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -61,10 +65,9 @@ export class EventProcessor {
   }
 
   /** The snapshots and provenance of the resources a batch is about, read in two queries for the whole batch. */
-  async knownResources(claims: ClaimedEvent[]): Promise<KnownResources> {
+  async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
     const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
-    const sql = statementsOf(this.db.manager);
     const pg = this.db.kind === 'postgres';
     const params = pg ? [keys] : keys;
     const snapshots = await sql.rows<{ resource_key: string; payload: string }>(pg ? SNAPSHOTS_PG : SNAPSHOTS(keys.length), params);
@@ -97,8 +100,9 @@ export class EventProcessor {
     });
   }
 
-  /** Everything about an event that needs no writing: lookups, loop check, rule evaluation. */
+  /** Everything about an event that needs no writing: lookups, loop check, rule evaluation (done already when intake's commit did it). */
   async prepare(claim: ClaimedEvent, known?: KnownResources): Promise<PreparedEvent> {
+    if (claim.evaluated) return { claim, envelope: claim.envelope, ...claim.evaluated };
     const envelope = claim.envelope ?? (safeJsonParse(claim.payload) as EventEnvelope);
     const resource = resourceOf(envelope, claim.resource_key);
     const { snapshots, provenance: provenances } = known ?? (await this.knownResources([claim]));
@@ -121,6 +125,73 @@ export class EventProcessor {
   }
 
   /**
+   * SQLite: decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when
+   * that is all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and
+   * provenance of the batch's resources, read once, and the snapshots its earlier events saved), and no rule matches
+   * it. Not decided (undefined; the event loop evaluates it, as any other): a rule matched; a condition asked for a
+   * lookup (a call to the service has no place inside a commit); the event's type cancels waiting executions; its
+   * chain is blocked as a loop (the loop logs it and stores an engine event); or anything threw.
+   */
+  async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined> {
+    this.evaluatedAtIntake.clear();
+    try {
+      const known = await this.knownResources(events, sql);
+      return (event) => this.decideAtIntake(event, known, new Date(now));
+    } catch (error) {
+      if (storageFaultOf(error)) throw error; // the commit fails with it, as it would have in its next statement
+      return undefined;
+    }
+  }
+
+  private async decideAtIntake(event: FreshEvent, known: KnownResources, now: Date): Promise<DecidedEvent | undefined> {
+    try {
+      const key = event.resource_key;
+      if (key !== null && this.registry.cancellersOf(event.type).length > 0) return undefined;
+      const envelope = event.envelope ?? (safeJsonParse(event.payload) as EventEnvelope);
+      const resource = resourceOf(envelope, key);
+      const previous = key ? known.snapshots.get(key) : undefined;
+      const position = chainPosition((key && known.provenance.get(key)) || null, now);
+      if (isLoopBlocked(position, this.config.maxChainDepth)) return undefined;
+      const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
+      const lookups = new NoLookups();
+      const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
+      if (lookups.asked) return undefined;
+      if (matched.length > 0) {
+        // Handed over with the event (EventProcessor.evaluatedAt): the loop commits this evaluation.
+        const verdict: Verdict = { status: 'processed', position, explanation, matched };
+        this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+        return undefined;
+      }
+      return {
+        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
+        record: async (sql, seq) => {
+          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, now.toISOString());
+          // The next event of the commit about the resource compares itself with this one.
+          if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
+        },
+      };
+    } catch {
+      return undefined; // the event loop evaluates it, and records what throws there
+    }
+  }
+
+  /**
+   * The evaluation intake's last commit made of an event it handed over (a rule matched it), once: the event loop
+   * commits it as its own (`prepare`). Asked after that commit, for the events it leased.
+   */
+  evaluatedAt(event: ClaimedEvent): ClaimedEvent {
+    const evaluated = this.evaluatedAtIntake.get(event.event_id);
+    if (evaluated !== undefined) event.evaluated = evaluated;
+    return event;
+  }
+
+  /** Counts the events intake's commit decided, once it is done, as a commit of the event loop counts its own; how many. */
+  countDecided(decided: FreshEvent[]): number {
+    for (const event of decided) this.metrics.eventProcessed(event.type, 'ignored');
+    return decided.length;
+  }
+
+  /**
    * Something threw while handling the event (a bug, the database): record it,
    * and try again later, so one poisonous event neither spins nor blocks its
    * resource forever.
@@ -132,7 +203,13 @@ export class EventProcessor {
 
   private async evaluate(claim: ClaimedEvent, envelope: EventEnvelope, changes: Changes, position: ChainPosition): Promise<Verdict> {
     const lookups = new ServiceLookups(this.client);
-    const now = this.clock.now();
+    const { explanation, matched } = await this.evaluateWith(lookups, envelope, changes, position, this.clock.now());
+    if (lookups.failed) return this.retryOrFail(claim, position, explanation, lookups.failed.message);
+    return { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched };
+  }
+
+  /** The event's listening rules evaluated, and what each that matched needs for its execution. */
+  private async evaluateWith(lookups: Lookups, envelope: EventEnvelope, changes: Changes, position: ChainPosition, now: Date) {
     const facts = new EventFacts(envelope, { changes, now, lookups });
     const { evaluations } = await evaluateEvent(this.registry.index, envelope, facts, { selfCaused: position.selfCaused });
     const explanation = evaluations.map(explanationOf);
@@ -145,8 +222,7 @@ export class EventProcessor {
       if (readsFacts(rule)) match.facts = await factsUsedBy(rule, facts);
       matched.push(match);
     }
-    if (lookups.failed) return this.retryOrFail(claim, position, explanation, lookups.failed.message);
-    return { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched };
+    return { explanation, matched };
   }
 
   private keyFor(what: string, render: typeof throttleKey, rule: LoadedRule, envelope: EventEnvelope, now: Date): string | null {
@@ -173,6 +249,28 @@ function explanationOf({ outcome, ruleId, ruleVersion, matched, conditions, erro
   // An error sits after `conditions` and before `rule`, where the outcome had it.
   if (error !== undefined) return { outcome, ruleId, ruleVersion, matched, conditions, error, rule: rule.id };
   return { outcome, ruleId, ruleVersion, matched, conditions, rule: rule.id };
+}
+
+/** Lookups at intake: none. Asked for one, the evaluation is not used (decideAtIntake). */
+class NoLookups implements Lookups {
+  asked = false;
+
+  private refuse(): Promise<never> {
+    this.asked = true;
+    return Promise.reject(new Error('no lookups while an event is stored'));
+  }
+
+  project(): Promise<unknown> {
+    return this.refuse();
+  }
+
+  user(): Promise<unknown> {
+    return this.refuse();
+  }
+
+  tasks(): Promise<unknown[]> {
+    return this.refuse();
+  }
 }
 
 function resourceOf(envelope: EventEnvelope, resourceKey: string | null): Record<string, unknown> | undefined {

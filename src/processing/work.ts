@@ -14,7 +14,16 @@ import type { ChainPosition } from './loop-guard.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 
 /** An event leased to this process, by a claim or by intake's INSERT (the same columns either way). */
-export type ClaimedEvent = LeasedEvent;
+export interface ClaimedEvent extends LeasedEvent {
+  /**
+   * SQLite: intake's commit evaluated the event and left it to the event loop (a rule matched it): that evaluation,
+   * so that the loop commits it without evaluating the event again (EventProcessor.deciderAtIntake; in memory only).
+   */
+  evaluated?: EvaluatedAtIntake;
+}
+
+/** What an evaluation in intake's commit found, for the commit of the event loop (PreparedEvent without the claim). */
+export type EvaluatedAtIntake = Pick<PreparedEvent, 'verdict' | 'resource' | 'resourceKnown'>;
 
 export interface ClaimedActionRun {
   id: string;

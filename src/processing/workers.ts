@@ -133,10 +133,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   ) {
     writer.handOffTo({
       lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length - this.parked.size : 0),
+      // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there).
+      decider: db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now) : undefined,
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
-      take: (leased, complete) => {
-        const ready = this.parked.park(leased);
+      take: (leased, complete, decided) => {
+        // Those stored decided are counted as the event loop counts what it commits.
+        if (decided.length > 0) this.replicas.countEvents(this.processor.countDecided(decided));
+        const ready = this.parked.park(leased.map((event) => this.processor.evaluatedAt(event)));
         this.handed.push(...ready);
         if (ready.length > 0) this.handedArrival.nudge();
         if (ready.length > 0 || !complete) this.events.nudge();
@@ -288,7 +292,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    */
   private async processBatch(claims: ClaimedEvent[], full: boolean): Promise<boolean> {
     const prepared: PreparedEvent[] = [];
-    const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims));
+    const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims.filter((claim) => !claim.evaluated)));
     await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
       const ready = await this.guard(`event ${claim.event_id}`, () => this.processor.prepare(claim, known), (error) =>
         this.processor.recordCrash(claim, this.queue.owner, error),

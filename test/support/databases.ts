@@ -34,6 +34,9 @@ const sqlite: DatabaseKindUnderTest = {
   create: async () => createSqliteDatabase(),
 };
 
+/** SQLite alone, for what only SQLite does. */
+export const sqliteUnderTest = (): DatabaseKindUnderTest => sqlite;
+
 /** A short-lived client of the PostgreSQL server or database at `url`. */
 export async function withPostgresClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });

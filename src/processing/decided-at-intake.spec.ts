@@ -1,0 +1,231 @@
+/**
+ * SQLite: an event intake's commit would hand to the event loop, and that
+ * needs nothing but its evaluation, is decided in that commit instead
+ * (EventProcessor.decideAtIntake, event-writer.ts FreshEventsHandOff.decide):
+ * when no rule matches it, it is stored finished, `ignored`, with the
+ * explanation and the resource snapshot its evaluation by the loop would have
+ * left. Anything else is leased and handed over as before. On a real SQLite
+ * database, the core services wired as workers.ts wires them.
+ */
+import { Logger } from '@nestjs/common';
+import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
+import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
+import { statementsOf } from '../database/statements.js';
+import type { FreshEvent } from '../intake/event-writer.js';
+import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
+import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { databasesUnderTest, sqliteUnderTest } from '../../test/support/databases.js';
+import { aRule } from '../../test/support/rule-factory.js';
+import type { EventEnvelope } from '../intake/envelope.js';
+import type { ClaimedEvent } from './work.js';
+
+const releasesOnly = aRule({
+  id: 'releases-only',
+  on: 'task.updated',
+  conditions: { all: [{ fact: 'event', path: '$.data.task.title', operator: 'matches', value: '^Release' }] },
+});
+const toBlocked = aRule({
+  id: 'to-blocked',
+  on: 'task.updated',
+  conditions: { all: [{ fact: 'changes', path: '$.status.from', operator: 'equal', value: 'blocked' }] },
+});
+const inArchivedProject = aRule({
+  id: 'in-archived-project',
+  on: 'task.updated',
+  conditions: { all: [{ fact: 'project', params: { id: '{{ event.data.task.project_id }}' }, path: '$.status', operator: 'equal', value: 'archived' }] },
+});
+const cancelledByUpdates = aRule({ id: 'cancelled-by-updates', on: 'task.created', options: { cancelOn: ['task.updated'] } });
+
+const kinds = await databasesUnderTest('events decided at intake');
+
+const taskOf = (event: EventEnvelope) => event.data!.task as { id: string };
+const taskKeyOf = (event: EventEnvelope) => `task:${taskOf(event).id}`;
+
+beforeAll(() => Logger.overrideLogger(false));
+
+describe('events decided in the commit that stores them (SQLite)', () => {
+  let core: Core;
+  let handed: ClaimedEvent[];
+  let decided: FreshEvent[];
+
+  beforeEach(async () => {
+    core = await openCore(sqliteUnderTest());
+    handed = [];
+    decided = [];
+    core.writer.handOffTo({
+      lease: () => core.queue.freshLease(100),
+      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
+      take: (leased, _complete, stored) => {
+        handed.push(...leased);
+        decided.push(...stored);
+      },
+    });
+  });
+
+  afterEach(() => core.close());
+
+  const updated = (task: Record<string, unknown> = {}) => taskEvent('task.updated', { title: 'Routine update', ...task });
+  const storeAll = (events: EventEnvelope[]) => Promise.all(events.map((event) => core.store(event)));
+
+  it('stores an event no rule matches ignored and finished, explained and with its snapshot, and hands nothing over', async () => {
+    core.useRules(releasesOnly);
+    const event = updated();
+    await core.store(event);
+
+    expect(decided.map((e) => e.event_id)).toEqual([event.id]);
+    expect(handed).toEqual([]);
+    const stored = await core.event(event.id);
+    const now = core.clock.now().toISOString();
+    expect(stored).toMatchObject({ status: 'ignored', receivedAt: now, processedAt: now, leaseOwner: null, leaseUntil: null, attempts: 0, depth: 0, selfCaused: false });
+    expect(await core.explanation(event.id)).toEqual([
+      expect.objectContaining({ rule: 'releases-only', outcome: 'not_matched', conditions: [expect.objectContaining({ factValue: 'Routine update', result: false })] }),
+    ]);
+    const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event) });
+    expect({ seq: Number(snapshot.eventSeq), payload: JSON.parse(snapshot.payload) as unknown }).toEqual({ seq: stored.seq, payload: taskOf(event) });
+    expect(await core.queue.claimEvents(10)).toEqual([]);
+  });
+
+  it('stores as the event loop would have: the same columns and explanation as an event it evaluates', async () => {
+    core.useRules(releasesOnly);
+    const atIntake = updated();
+    await core.store(atIntake);
+    core.writer.handOffTo({ lease: () => undefined, take: () => undefined });
+    const byTheLoop = updated();
+    await core.store(byTheLoop);
+    await core.processNext();
+
+    const columns = async (eventId: string) => {
+      const { status, depth, selfCaused, error, processedAt, attempts, nextAttemptAt, leaseOwner, leaseUntil, seenResource } = await core.event(eventId);
+      return { status, depth, selfCaused, error, processedAt, attempts, nextAttemptAt, leaseOwner, leaseUntil, seenResource };
+    };
+    expect(await columns(atIntake.id)).toEqual(await columns(byTheLoop.id));
+    expect(await core.explanation(atIntake.id)).toEqual(await core.explanation(byTheLoop.id));
+  });
+
+  it('hands over an event a rule matches, undecided, and the loop evaluates it as before', async () => {
+    core.useRules(releasesOnly);
+    const event = updated({ title: 'Release 2.0' });
+    await core.store(event);
+
+    expect(decided).toEqual([]);
+    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
+    expect(await core.event(event.id)).toMatchObject({ status: 'received', leaseOwner: core.queue.owner });
+    expect(await core.processor.process(handed[0], core.queue.owner)).toHaveLength(1);
+    expect(await core.event(event.id)).toMatchObject({ status: 'processed' });
+  });
+
+  it('hands over the evaluation of an event a rule matches with it, which the loop commits without evaluating again', async () => {
+    core.useRules(releasesOnly);
+    const event = updated({ title: 'Release 2.0' });
+    await core.store(event);
+    const [claim] = handed;
+    // The rule no longer matches: the loop commits what the evaluation in intake's commit found.
+    core.useRules(aRule({ ...releasesOnly.definition, conditions: { all: [{ fact: 'event', path: '$.data.task.title', operator: 'equal', value: 'never' }] } }));
+    expect(await core.processor.process(core.processor.evaluatedAt(claim), core.queue.owner)).toHaveLength(1);
+    expect(await core.event(event.id)).toMatchObject({ status: 'processed' });
+    expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'releases-only', outcome: 'matched', ruleVersion: releasesOnly.version })]);
+  });
+
+  it('computes `changes` from the snapshot the commit sees, one saved by an earlier event of the same commit included', async () => {
+    core.useRules(toBlocked);
+    const first = updated({ id: 'tsk_same', status: 'blocked' });
+    const second = updated({ id: 'tsk_same', status: 'open' });
+    await storeAll([first, second]);
+
+    // The second saw the first's snapshot: it changed the status from blocked, so to-blocked matched and it is the loop's.
+    expect(decided.map((e) => e.event_id)).toEqual([first.id]);
+    expect(handed.map((e) => e.event_id)).toEqual([second.id]);
+    expect(await core.explanation(first.id)).toEqual([expect.objectContaining({ rule: 'to-blocked', outcome: 'not_matched' })]);
+  });
+
+  it('leaves to the loop an event whose conditions ask the service (no lookup runs inside a commit)', async () => {
+    core.useRules(inArchivedProject);
+    const event = updated();
+    await core.store(event);
+
+    expect(decided).toEqual([]);
+    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
+  });
+
+  it('leaves to the loop an event whose type cancels waiting executions', async () => {
+    core.useRules(releasesOnly, cancelledByUpdates);
+    const event = updated();
+    await core.store(event);
+
+    expect(decided).toEqual([]);
+    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
+  });
+
+  it('leaves to the loop an event whose chain is blocked as a loop', async () => {
+    core.useRules(releasesOnly);
+    const event = updated();
+    const resourceKey = taskKeyOf(event);
+    await core.db.write((m) => m.insert(ResourceProvenanceEntity, {
+      resourceKey, depth: core.config.maxChainDepth, actionRunId: 'run-1', ruleId: 'releases-only', changedAt: core.clock.now().toISOString(),
+    }));
+    await core.store(event);
+
+    expect(decided).toEqual([]);
+    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
+  });
+
+  it('decides nothing behind an earlier event about its resource still waiting, nor behind a create in flight', async () => {
+    core.useRules(releasesOnly);
+    const waiting = updated({ id: 'tsk_w', title: 'Release 1' });
+    const behind = updated({ id: 'tsk_w' });
+    await core.store(waiting);
+    await core.store(behind);
+    await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:A' }, 10_000);
+    core.clock.advance(1);
+    await writeUnseen(core.writer, 'new-in-a', 'task:n1', { project_id: 'A' });
+
+    expect(decided).toEqual([]);
+    expect(await core.event(behind.id)).toMatchObject({ status: 'received', leaseOwner: null });
+    expect(handed.map((e) => [e.event_id, e.held !== undefined])).toEqual([[waiting.id, false], ['new-in-a', true]]);
+  });
+
+  it('stores nothing for a duplicate: the first event’s row and snapshot stay', async () => {
+    core.useRules(releasesOnly);
+    const event = updated({ status: 'open' });
+    await core.store(event);
+    const again = { ...event, data: { task: { ...taskOf(event), status: 'done' } } };
+    await core.store(again);
+
+    expect(decided.map((e) => e.event_id)).toEqual([event.id]);
+    const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event) });
+    expect(JSON.parse(snapshot.payload)).toMatchObject({ status: 'open' });
+  });
+
+  it('leaves an event to the loop when its evaluation throws', async () => {
+    core.useRules(releasesOnly);
+    const broken = { event_id: 'x', type: 'task.updated', resource_key: 'task:x', payload: '{', depth: 0 };
+    const now = core.clock.now().toISOString();
+    const decided = await core.db.write(async (m) => (await core.processor.deciderAtIntake(statementsOf(m), [broken], now))!(broken));
+    expect(decided).toBeUndefined();
+  });
+});
+
+describe.each(kinds.filter((kind) => kind.name === 'postgres'))('events stored on $name', (kind) => {
+  it('are never decided in the commit that stores them: the whole batch is one statement there', async () => {
+    const core = await openCore(kind);
+    try {
+      core.useRules(releasesOnly);
+      let asked = 0;
+      const handed: string[] = [];
+      core.writer.handOffTo({
+        lease: () => core.queue.freshLease(100),
+        decider: async () => {
+          asked++;
+          return undefined;
+        },
+        take: (leased) => handed.push(...leased.map((e) => e.event_id)),
+      });
+      const event = taskEvent('task.updated', { title: 'Routine update' });
+      await core.store(event);
+      expect({ asked, handed }).toEqual({ asked: 0, handed: [event.id] });
+      expect(await core.event(event.id)).toMatchObject({ status: 'received' });
+    } finally {
+      await core.close();
+    }
+  });
+});
