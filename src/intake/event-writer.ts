@@ -322,7 +322,7 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
-  /** SQLite: stored decided (FreshEventsHandOff.decide), not leased. */
+  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased. */
   decided?: boolean;
 }
 

@@ -1,11 +1,12 @@
 /**
  * SQLite: an event intake's commit would hand to the event loop, and that
  * needs nothing but its evaluation, is decided in that commit instead
- * (EventProcessor.decideAtIntake, event-writer.ts FreshEventsHandOff.decide):
+ * (EventProcessor.deciderAtIntake, event-writer.ts FreshEventsHandOff.decider):
  * when no rule matches it, it is stored finished, `ignored`, with the
  * explanation and the resource snapshot its evaluation by the loop would have
- * left. Anything else is leased and handed over as before. On a real SQLite
- * database, the core services wired as workers.ts wires them.
+ * left. Anything else is leased and handed over as before, a matched event
+ * with its evaluation. On a real SQLite database, the core services wired as
+ * workers.ts wires them.
  */
 import { Logger } from '@nestjs/common';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';

@@ -128,9 +128,10 @@ export class EventProcessor {
    * SQLite: decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when
    * that is all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and
    * provenance of the batch's resources, read once, and the snapshots its earlier events saved), and no rule matches
-   * it. Not decided (undefined; the event loop evaluates it, as any other): a rule matched; a condition asked for a
-   * lookup (a call to the service has no place inside a commit); the event's type cancels waiting executions; its
-   * chain is blocked as a loop (the loop logs it and stores an engine event); or anything threw.
+   * it. Not decided (undefined; the event loop commits it): a rule matched (its evaluation goes to the loop with the
+   * event, `evaluatedAt`); and, evaluated by the loop as any other event: a condition asked for a lookup (a call to
+   * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
+   * loop (the loop logs it and stores an engine event); or anything threw.
    */
   async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined> {
     this.evaluatedAtIntake.clear();
