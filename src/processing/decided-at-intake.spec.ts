@@ -127,6 +127,16 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'releases-only', outcome: 'matched', ruleVersion: releasesOnly.version })]);
   });
 
+  it('hands over the evaluation of the event stored, not of a duplicate of it about another resource in the same commit', async () => {
+    core.useRules(releasesOnly);
+    const event = updated({ title: 'Release A' });
+    const duplicate = { ...event, data: { task: { ...taskOf(event), id: 'tsk_other', title: 'Release B' } } };
+    await storeAll([event, duplicate]);
+
+    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
+    expect(core.processor.evaluatedAt(handed[0]).evaluated?.resource).toEqual(taskOf(event));
+  });
+
   it('computes `changes` from the snapshot the commit sees, one saved by an earlier event of the same commit included', async () => {
     core.useRules(toBlocked);
     const first = updated({ id: 'tsk_same', status: 'blocked' });

@@ -158,9 +158,10 @@ export class EventProcessor {
       const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
       if (lookups.asked) return undefined;
       if (matched.length > 0) {
-        // Handed over with the event (EventProcessor.evaluatedAt): the loop commits this evaluation.
+        // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
+        // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
-        this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+        if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
         return undefined;
       }
       return {
