@@ -274,8 +274,8 @@ export class EventWriter {
   private async insertEach(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
     const inserted: Inserted[] = [];
     let room = lease?.room ?? 0;
-    const fresh = events.map(freshEvent);
-    const decide = lease !== undefined ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
+    const fresh = lease !== undefined && this.handOff?.decider ? events.map(freshEvent) : [];
+    const decide = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
     for (const [i, e] of events.entries()) {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
@@ -291,7 +291,7 @@ export class EventWriter {
         ]);
         if (seq === undefined) continue; // a duplicate: its decision is not stored
         await decided.record(sql, seq);
-        inserted.push({ seq, event_id: e.eventId, leased: false, decided: true });
+        inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i] });
         continue;
       }
       const seq = await sql.insertOne(INSERT_ONE, [
@@ -322,8 +322,8 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
-  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased. */
-  decided?: boolean;
+  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased: the event as decided. */
+  decided?: FreshEvent;
 }
 
 /** What a commit leased to the event loop, and what it decided. */
@@ -349,7 +349,7 @@ function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | unde
   const decided: FreshEvent[] = [];
   for (const row of rows) {
     const e = byId.get(row.event_id);
-    if (row.decided && e !== undefined) decided.push(freshEvent(e));
+    if (row.decided) decided.push(row.decided);
     if (!row.leased || e === undefined) continue;
     const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
     if (e.envelope) event.envelope = e.envelope;
