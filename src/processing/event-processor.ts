@@ -37,14 +37,30 @@ const SNAPSHOTS = (n: number) => `SELECT resource_key, payload FROM resource_sna
 const PROVENANCE = (n: number) =>
   `SELECT resource_key, depth, changed_at, rule_id FROM resource_provenance WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
 /**
- * PostgreSQL: one statement whatever the batch size, and one primary-key probe
- * per key (LATERAL … LIMIT 1 cannot become a hash join), so a young table with
- * stale statistics is never read whole.
+ * PostgreSQL: snapshots and provenance in one statement (one round trip) whatever the batch size, and one
+ * primary-key probe per key and table (LATERAL … LIMIT 1 cannot become a hash join), so a young table with stale
+ * statistics is never read whole. A key with neither is left out.
  */
-const byKeys = (columns: string, table: string) => `SELECT r.* FROM unnest(?::text[]) AS k(key)
-  CROSS JOIN LATERAL (SELECT ${columns} FROM ${table} WHERE resource_key = k.key LIMIT 1) r`;
-const SNAPSHOTS_PG = byKeys('resource_key, payload', 'resource_snapshots');
-const PROVENANCE_PG = byKeys('resource_key, depth, changed_at, rule_id', 'resource_provenance');
+const KNOWN_PG = `SELECT k.key AS resource_key, s.payload, p.depth, p.changed_at, p.rule_id FROM unnest(?::text[]) AS k(key)
+  LEFT JOIN LATERAL (SELECT payload FROM resource_snapshots WHERE resource_key = k.key LIMIT 1) s ON true
+  LEFT JOIN LATERAL (SELECT depth, changed_at, rule_id FROM resource_provenance WHERE resource_key = k.key LIMIT 1) p ON true
+  WHERE s.payload IS NOT NULL OR p.changed_at IS NOT NULL`;
+interface KnownRow {
+  resource_key: string;
+  payload: string | null;
+  depth: number | null;
+  changed_at: string | null;
+  rule_id: string | null;
+}
+
+function knownOf(rows: KnownRow[]): KnownResources {
+  const known: KnownResources = { snapshots: new Map(), provenance: new Map() };
+  for (const row of rows) {
+    if (row.payload !== null) known.snapshots.set(row.resource_key, { payload: row.payload });
+    if (row.changed_at !== null) known.provenance.set(row.resource_key, { depth: Number(row.depth), changedAt: row.changed_at, ruleId: row.rule_id! });
+  }
+  return known;
+}
 
 @Injectable()
 export class EventProcessor {
@@ -68,10 +84,9 @@ export class EventProcessor {
   async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
     const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
-    const pg = this.db.kind === 'postgres';
-    const params = pg ? [keys] : keys;
-    const snapshots = await sql.rows<{ resource_key: string; payload: string }>(pg ? SNAPSHOTS_PG : SNAPSHOTS(keys.length), params);
-    const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(pg ? PROVENANCE_PG : PROVENANCE(keys.length), params);
+    if (this.db.kind === 'postgres') return knownOf(await sql.rows<KnownRow>(KNOWN_PG, [keys]));
+    const snapshots = await sql.rows<{ resource_key: string; payload: string }>(SNAPSHOTS(keys.length), keys);
+    const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(PROVENANCE(keys.length), keys);
     return {
       snapshots: new Map(snapshots.map((s) => [s.resource_key, s])),
       provenance: new Map(provenance.map((p) => [p.resource_key, { depth: Number(p.depth), changedAt: p.changed_at, ruleId: p.rule_id }])),
@@ -125,13 +140,15 @@ export class EventProcessor {
   }
 
   /**
-   * SQLite: decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when
-   * that is all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and
-   * provenance of the batch's resources, read once, and the snapshots its earlier events saved), and no rule matches
+   * Decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when that is
+   * all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and provenance
+   * of the batch's resources, read once, and on SQLite the snapshots its earlier events saved), and no rule matches
    * it. Not decided (undefined; the event loop commits it): a rule matched (its evaluation goes to the loop with the
    * event, `evaluatedAt`); and, evaluated by the loop as any other event: a condition asked for a lookup (a call to
    * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
-   * loop (the loop logs it and stores an engine event); or anything threw.
+   * loop (the loop logs it and stores an engine event); or anything threw. PostgreSQL asks for every event of the
+   * batch before its statement, which stores decided only those it leases and that nothing holds, on a snapshot and
+   * provenance unchanged since this read them (DecidedEvent.basis).
    */
   async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined> {
     this.evaluatedAtIntake.clear();
@@ -158,18 +175,27 @@ export class EventProcessor {
       const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
       if (lookups.asked) return undefined;
       if (matched.length > 0) {
-        // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
-        // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
+        // SQLite: handed over with the event (`evaluatedAt`), and the loop commits this evaluation. Of two events with
+        // one id in a commit the first is the one stored; the second, a duplicate, must not put its evaluation in the
+        // first's place. Not on PostgreSQL: there it was made before the statement that leases the event, on what the
+        // transaction read then, and a create's outcome committed in between (its provenance: the event may be the
+        // engine's own doing) would not be in it. The loop evaluates the event again.
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
-        if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+        if (this.db.kind === 'sqlite' && !this.evaluatedAtIntake.has(event.event_id)) {
+          this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+        }
         return undefined;
       }
+      const snapshot = key !== null && resource !== undefined ? JSON.stringify(resource) : null;
+      const provenance = (key && known.provenance.get(key)) || null;
       return {
-        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
+        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation), snapshot,
+        basis: { snapshot: previous?.payload ?? null, provenance },
         record: async (sql, seq) => {
-          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, now.toISOString());
+          if (key === null || snapshot === null) return;
+          await this.committer.recordDecided(sql, { seq, resourceKey: key, snapshot }, now.toISOString());
           // The next event of the commit about the resource compares itself with this one.
-          if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
+          known.snapshots.set(key, { payload: snapshot });
         },
       };
     } catch {
@@ -179,9 +205,12 @@ export class EventProcessor {
 
   /**
    * The evaluation intake's last commit made of an event it handed over (a rule matched it), once: the event loop
-   * commits it as its own (`prepare`). Asked after that commit, for the events it leased.
+   * commits it as its own (`prepare`). Asked after that commit, for the events it leased. None for an event held
+   * behind a create in flight: it is evaluated once the create has ended, which may make it the engine's own doing.
    */
   evaluatedAt(event: ClaimedEvent): ClaimedEvent {
+    // One held behind a create in flight is evaluated once that ends (PostgreSQL evaluates the whole batch first).
+    if (event.held !== undefined) return event;
     const evaluated = this.evaluatedAtIntake.get(event.event_id);
     if (evaluated !== undefined) event.evaluated = evaluated;
     return event;
