@@ -32,24 +32,14 @@ export const MAX_HOLDS = 2;
 /** Told of each committed batch's results, before its callers are. */
 export type AfterCommit<O> = (results: O[]) => void;
 
-/**
- * A batch's results known only once its transaction has committed (from rows that come with the COMMIT's answer:
- * Statements.rowsAtCommit). The promise is not looked at when the commit fails.
- */
-export class ResultsAtCommit<O> {
-  constructor(readonly results: Promise<O[]>) {
-    results.catch(() => undefined);
-  }
-}
-
 export class GroupCommit<I, O> {
   private waiting: Waiting<I, O>[] = [];
   private flushing = false;
 
   constructor(
     private readonly db: Database,
-    /** Commits a batch inside the transaction; one result per item, in order (or known once it commits). */
-    private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[] | ResultsAtCommit<O>>,
+    /** Commits a batch inside the transaction; one result per item, in order. */
+    private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[]>,
     private readonly options: GroupCommitOptions = {},
     private readonly afterCommit?: AfterCommit<O>,
   ) {}
@@ -70,8 +60,7 @@ export class GroupCommit<I, O> {
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
       try {
-        const committed = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
-        const results = committed instanceof ResultsAtCommit ? await committed.results : committed;
+        const results = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
         this.afterCommit?.(results);
         batch.forEach((waiting, i) => waiting.resolve(results[i]));
       } catch (error) {

@@ -34,14 +34,6 @@ export interface Statements {
    * the COMMIT, and if it fails, so does the commit. Elsewhere it is `run`.
    */
   queue(sql: string, params?: readonly unknown[]): Promise<void>;
-  /**
-   * The rows of a statement whose answer nothing in its transaction waits for: on PostgreSQL, in a transaction of
-   * `Database.write`, it is sent at once, as `queue` sends, and the COMMIT follows it on the wire without waiting
-   * for its answer (one round trip for both); if it fails, so does the commit. Its rows are there once the
-   * transaction is done: await them only then (awaited inside it, the commit would wait for nothing and the rows
-   * for the commit, which never comes). Elsewhere it is `rows`.
-   */
-  rowsAtCommit<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
 }
 
 interface SqliteStatement {
@@ -94,9 +86,6 @@ function sqliteStatements(connection: SqliteConnection): Statements {
     },
     async queue(sql: string, params: readonly unknown[] = []) {
       sqliteStatement(connection, sql).run(...params.map(sqliteValue));
-    },
-    async rowsAtCommit<T>(sql: string, params: readonly unknown[] = []) {
-      return sqliteStatement(connection, sql).all(...params.map(sqliteValue)) as T[];
     },
   };
 }
@@ -157,16 +146,6 @@ function pgStatements(client: PgQueryable): Statements {
       }
       sent.catch(() => undefined); // Looked at when the transaction commits (transactions.ts, at the commit).
       pipeline.push(sent);
-    },
-    rowsAtCommit<T>(sql: string, params: readonly unknown[] = []) {
-      const sent = query(sql, params);
-      const rows = sent.then((result) => result.rows as T[]);
-      const pipeline = pipelines.get(client);
-      if (pipeline === undefined) return rows;
-      sent.catch(() => undefined); // as `queue`: the commit fails with it
-      rows.catch(() => undefined); // and whoever awaits the rows after a failed commit gets the commit's error first
-      pipeline.push(sent);
-      return rows;
     },
   };
 }

@@ -13,21 +13,14 @@
  * once (no earlier event about their resource waiting, nothing in flight that
  * could have caused them) to this process, and hands them over in memory after
  * the commit: the claim query is then the path for the rest (events that must
- * wait their turn, retries, recovery, other replicas), not the normal one. An
- * event it would hand over that needs nothing but its evaluation, and that no
- * rule matches, it stores finished instead (FreshEventsHandOff.decider).
- *
- * On PostgreSQL the batch's statement is sent with the COMMIT behind it, and
- * its rows (what it stored, leased and decided) are read once both are
- * answered: one round trip for the two.
+ * wait their turn, retries, recovery, other replicas), not the normal one.
  */
 import { Inject, Injectable } from '@nestjs/common';
 import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, type Clock } from '../clock.js';
-import type { DatabaseKind } from '../database/data-source.js';
 import { Database } from '../database/database.service.js';
 import type { EventSource } from '../database/event.entity.js';
-import { GroupCommit, ResultsAtCommit } from '../database/group-commit.js';
+import { GroupCommit } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { EventEnvelope } from './envelope.js';
@@ -65,13 +58,10 @@ export interface FreshEventsHandOff {
   /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
   lease(): FreshLease | undefined;
   /**
-   * How the commit of `events` decides an event the lease would hand over and free to be evaluated now (not held):
-   * in the commit that stores it, when its evaluation needs nothing but the event and the database (no lookup) and
-   * ends it with nothing to do (DecidedEvent); undefined: it is leased and handed over as before. Asked once per
-   * commit, before its first event is stored (what it reads, it reads for the batch). SQLite asks the Decider for
-   * each event the lease hands over, just before storing it; PostgreSQL, which stores the batch with one statement,
-   * asks it for every event of the batch first, and the statement stores decided those it leases, not held, on what
-   * their decisions rest on unchanged (DecidedEvent.basis).
+   * SQLite: how the commit of `events` decides, one by one, an event the lease would hand over and free to be
+   * evaluated now (not held): in the commit that stores it, when its evaluation needs nothing but the event and the
+   * database (no lookup) and ends it with nothing to do (DecidedEvent); undefined: it is leased and handed over as
+   * before. Asked once per commit, before its first event is stored (what it reads, it reads for the batch).
    */
   decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined>;
   /** After the commit: what it leased, and what it decided (stored finished). */
@@ -93,9 +83,8 @@ export interface FreshEvent {
 
 /**
  * An event decided in the commit that stores it: stored finished, with its outcome's columns (as the commit of an
- * evaluated event sets them, processing/event-commit.ts), and its resource's snapshot saved in the same transaction
- * once it has its seq (SQLite: `record`; PostgreSQL: the statement that stores the batch). Never for a duplicate:
- * that stores nothing.
+ * evaluated event sets them, processing/event-commit.ts), then `record` in the same transaction (its resource's
+ * snapshot) once it has its seq. Never for a duplicate: that stores nothing.
  */
 export interface DecidedEvent {
   status: string;
@@ -103,15 +92,6 @@ export interface DecidedEvent {
   selfCaused: boolean;
   /** The explanation, as JSON. */
   explanation: string;
-  /** The resource as the event shows it, as JSON, saved as its snapshot; null: the event is about no resource. */
-  snapshot: string | null;
-  /**
-   * What the decision rests on, as the commit read it: the resource's snapshot before the event and its provenance
-   * (null: none). PostgreSQL checks them again in the statement that stores the batch, which another transaction
-   * may have preceded since they were read; changed, the event is leased and handed over undecided.
-   */
-  basis: { snapshot: string | null; provenance: { depth: number; changedAt: string; ruleId: string } | null };
-  /** SQLite: saves the snapshot, once the event has its seq. */
   record(sql: Statements, seq: number): Promise<void>;
 }
 
@@ -216,56 +196,6 @@ export function insertManySql(lease?: string): string {
   ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}${lease === undefined ? '' : RETURNING_HELD}`;
 }
 export const INSERT_MANY = insertManySql();
-
-/** The columns of a batch's decisions (PostgreSQL; DecidedEvent), each an array with one entry per event (NULL: undecided). */
-const DECISION_COLUMNS = ['d_status', 'd_depth', 'd_self', 'd_explanation', 'd_snapshot', 'd_before', 'd_prov_depth', 'd_prov_at', 'd_prov_rule'];
-const DECISION_TYPES = ['varchar', 'int', 'bool', 'text', 'text', 'text', 'int', 'varchar', 'varchar'];
-/** Whether batch row `b`, leased, is held behind a create in flight (as RETURNING_HELD says of the stored row). */
-const HELD_ROW = `NOT b.seen AND b.received_at >= COALESCE(
-    (SELECT h.since FROM held h WHERE h.kind = b.scope_kind AND h.parent IS NOT DISTINCT FROM b.scope_parent), '9999')`;
-/** `column` of the resource's row in `table` is still `value` (NULL: there is still no row), as the decision read it. */
-const unchanged = (table: string, check: string, value: string) => `CASE WHEN ${value} IS NULL
-    THEN NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.resource_key = b.resource_key)
-    ELSE EXISTS (SELECT 1 FROM ${table} x WHERE x.resource_key = b.resource_key AND ${check}) END`;
-const decide = (stored: string, undecided: string) => `CASE WHEN d.ord IS NULL THEN ${undecided} ELSE ${stored} END`;
-
-/**
- * PostgreSQL, with the batch's decisions (FreshEventsHandOff.decider): insertManySql, and `decided`, the events it
- * stores finished (DecidedEvent): decided, leased and not held, the first of their id in the batch, and with the
- * snapshot and provenance their decisions rest on unchanged. Their snapshots are saved by the same statement.
- * Placeholders: insertManySql's columns, the decisions' columns, then the lease's.
- */
-export function insertDecidedSql(lease: string): string {
-  const decisions = DECISION_TYPES.map((type) => `?::${type}[]`).join(', ');
-  return `WITH batch AS MATERIALIZED (
-    SELECT t.*, ?::varchar AS received_at, ?::varchar AS next_attempt_at, t.resource_key IS NULL OR s.seen IS NOT NULL AS seen
-    FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[], ${decisions})
-         WITH ORDINALITY AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of, ${DECISION_COLUMNS.join(', ')}, ord)
-    LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true),
-  ${lease},
-  decided AS MATERIALIZED (
-    SELECT b.ord FROM batch b JOIN leased l ON l.ord = b.ord
-    WHERE b.d_status IS NOT NULL AND NOT (${HELD_ROW})
-      AND NOT EXISTS (SELECT 1 FROM batch f WHERE f.id = b.id AND f.ord < b.ord)
-      AND ${unchanged('resource_snapshots', 'x.payload = b.d_before', 'b.d_before')}
-      AND ${unchanged('resource_provenance', 'x.changed_at = b.d_prov_at AND x.depth = b.d_prov_depth AND x.rule_id = b.d_prov_rule', 'b.d_prov_at')}),
-  stored AS (
-    INSERT INTO events (${COLUMNS}, self_caused, processed_at, explanation)
-    SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, ${decide('b.d_status', "'received'")}, b.source, b.payload,
-           ${decide('b.d_depth', 'b.depth')}, b.replay_of, b.received_at, 0, b.next_attempt_at, b.seen,
-           ${decide('NULL', 'l.lease_owner')}, ${decide('NULL', 'l.lease_until')}, ${decide('b.d_self', 'false')},
-           ${decide('b.received_at', 'NULL')}, ${decide('b.d_explanation', 'NULL')}
-    FROM batch b LEFT JOIN leased l ON l.ord = b.ord LEFT JOIN decided d ON d.ord = b.ord
-    ORDER BY b.ord
-    ${RETURNING}${RETURNING_HELD}, status <> 'received' AS decided),
-  snapshots AS (
-    INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at)
-    SELECT b.resource_key, b.d_snapshot, e.seq, b.received_at
-    FROM stored e JOIN batch b ON b.id = e.event_id JOIN decided d ON d.ord = b.ord
-    WHERE e.decided AND b.d_snapshot IS NOT NULL
-    ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at)
-  SELECT seq, event_id, leased, held, decided FROM stored`;
-}
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
 
@@ -307,21 +237,14 @@ export class EventWriter {
     return this.batches.submit(event);
   }
 
-  private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[] | ResultsAtCommit<WriteOutcome>> {
+  private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
     this.leased = undefined;
     const receivedAt = this.clock.now().toISOString();
     const lease = this.handOff?.lease();
-    // PostgreSQL: the batch's statement and the COMMIT travel together; what it stored is known once both are answered.
-    if (this.db.kind === 'postgres') {
-      const { stored } = await this.insertMany(sql, events, receivedAt, lease);
-      return new ResultsAtCommit(stored.then((rows) => this.outcomes(events, rows, lease, receivedAt)));
-    }
-    return this.outcomes(events, await this.insertEach(sql, events, receivedAt, lease), lease, receivedAt);
-  }
-
-  /** Each event's outcome, once its commit is done; what it leased and decided is kept for `committed`. */
-  private outcomes(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): WriteOutcome[] {
-    if (rows.length > 0) this.leased = leasedOf(events, rows, lease, receivedAt, this.db.kind);
+    const rows = this.db.kind === 'postgres'
+      ? await this.insertMany(sql, events, receivedAt, lease)
+      : await this.insertEach(sql, events, receivedAt, lease);
+    if (rows.length > 0) this.leased = leasedOf(events, rows, lease, receivedAt);
     const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
@@ -333,11 +256,8 @@ export class EventWriter {
     return text;
   }
 
-  /** `stored`: the rows it stored, answered with the COMMIT's answer (Statements.rowsAtCommit): not to be awaited before. */
-  private async insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<{ stored: Promise<Inserted[]> }> {
+  private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    const fresh = lease !== undefined && this.handOff?.decider ? events.map(freshEvent) : [];
-    const decide = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
     // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
     // per session (0.08 ms of planning a commit before).
     planOnceByKey(sql);
@@ -346,19 +266,8 @@ export class EventWriter {
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ];
-    if (lease === undefined) return { stored: sql.rowsAtCommit<Inserted>(INSERT_MANY, params) };
-    if (decide === undefined) return { stored: sql.rowsAtCommit<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]) };
-    const decisions: Array<DecidedEvent | undefined> = [];
-    for (const event of fresh) decisions.push(await decide(event));
-    const stored = sql.rowsAtCommit<Inserted>(this.leasingText(lease, insertDecidedSql), [...params, ...decisionColumns(decisions), ...lease.params]);
-    const firstOfId = new Map<string, FreshEvent>();
-    for (const event of fresh) if (!firstOfId.has(event.event_id)) firstOfId.set(event.event_id, event);
-    return {
-      stored: stored.then((rows) => {
-        for (const row of rows) if (row.decided) row.decided = firstOfId.get(row.event_id);
-        return rows;
-      }),
-    };
+    if (lease === undefined) return sql.rows<Inserted>(INSERT_MANY, params);
+    return sql.rows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
   }
 
   /** SQLite: event by event, leased while there is room (each sees the ones before it, leased or not). */
@@ -413,18 +322,8 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
-  /** Stored decided (FreshEventsHandOff.decider), not leased: the event as decided (PostgreSQL answers true, replaced by it). */
-  decided?: FreshEvent | boolean;
-}
-
-/** The decisions as the columns insertDecidedSql takes, in DECISION_COLUMNS' order. */
-function decisionColumns(decisions: Array<DecidedEvent | undefined>): unknown[][] {
-  const column = <T>(pick: (d: DecidedEvent) => T) => decisions.map((d) => (d === undefined ? null : pick(d)));
-  return [
-    column((d) => d.status), column((d) => d.depth), column((d) => d.selfCaused), column((d) => d.explanation), column((d) => d.snapshot),
-    column((d) => d.basis.snapshot), column((d) => d.basis.provenance?.depth ?? null), column((d) => d.basis.provenance?.changedAt ?? null),
-    column((d) => d.basis.provenance?.ruleId ?? null),
-  ];
+  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased: the event as decided. */
+  decided?: FreshEvent;
 }
 
 /** What a commit leased to the event loop, and what it decided. */
@@ -443,14 +342,14 @@ function freshEvent(e: NewEvent): FreshEvent {
  * event and none of the batch was a duplicate: a duplicate may have taken a place in the lease, or stood first for
  * its resource in the batch, so that a later event was left unleased with nothing to let it go.
  */
-function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string, kind: DatabaseKind): Stored {
+function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): Stored {
   if (lease === undefined) return { events: [], complete: false, decided: [] };
   const byId = new Map(events.map((e) => [e.eventId, e]));
   const leased: LeasedEvent[] = [];
   const decided: FreshEvent[] = [];
   for (const row of rows) {
     const e = byId.get(row.event_id);
-    if (typeof row.decided === 'object') decided.push(row.decided);
+    if (row.decided) decided.push(row.decided);
     if (!row.leased || e === undefined) continue;
     const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
     if (e.envelope) event.envelope = e.envelope;
@@ -458,8 +357,7 @@ function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | unde
     leased.push(event);
   }
   leased.sort((a, b) => a.seq - b.seq);
-  // On SQLite the decided took no room: only the others could have been left unleased for want of it. PostgreSQL's
-  // lease counts them in its room (they are leased in the statement before they are decided).
-  const roomNeeded = kind === 'sqlite' ? rows.length - decided.length : rows.length;
+  // The decided took no room: only the others could have been left unleased for want of it.
+  const roomNeeded = rows.length - decided.length;
   return { events: leased, complete: roomNeeded <= lease.room && rows.length === events.length, decided };
 }

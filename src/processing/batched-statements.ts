@@ -39,10 +39,6 @@ export class BatchedStatements implements Statements {
     return this.sql.insertOne(sql, params);
   }
 
-  rowsAtCommit<T>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    return this.sql.rowsAtCommit<T>(sql, params);
-  }
-
   queue(sql: string, params?: readonly unknown[]): Promise<void> {
     return this.sql.queue(sql, params);
   }

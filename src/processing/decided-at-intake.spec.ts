@@ -1,12 +1,12 @@
 /**
- * An event intake's commit would hand to the event loop, and that needs
- * nothing but its evaluation, is decided in that commit instead
+ * SQLite: an event intake's commit would hand to the event loop, and that
+ * needs nothing but its evaluation, is decided in that commit instead
  * (EventProcessor.deciderAtIntake, event-writer.ts FreshEventsHandOff.decider):
  * when no rule matches it, it is stored finished, `ignored`, with the
  * explanation and the resource snapshot its evaluation by the loop would have
  * left. Anything else is leased and handed over as before, a matched event
- * with its evaluation. On real SQLite and PostgreSQL databases, the core
- * services wired as workers.ts wires them.
+ * with its evaluation. On a real SQLite database, the core services wired as
+ * workers.ts wires them.
  */
 import { Logger } from '@nestjs/common';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
@@ -15,7 +15,7 @@ import { statementsOf } from '../database/statements.js';
 import type { FreshEvent } from '../intake/event-writer.js';
 import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
-import { databasesUnderTest } from '../../test/support/databases.js';
+import { databasesUnderTest, sqliteUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import type { ClaimedEvent } from './work.js';
@@ -44,13 +44,13 @@ const taskKeyOf = (event: EventEnvelope) => `task:${taskOf(event).id}`;
 
 beforeAll(() => Logger.overrideLogger(false));
 
-describe.each(kinds)('events decided in the commit that stores them ($name)', (kind) => {
+describe('events decided in the commit that stores them (SQLite)', () => {
   let core: Core;
   let handed: ClaimedEvent[];
   let decided: FreshEvent[];
 
   beforeEach(async () => {
-    core = await openCore(kind);
+    core = await openCore(sqliteUnderTest());
     handed = [];
     decided = [];
     core.writer.handOffTo({
@@ -122,13 +122,6 @@ describe.each(kinds)('events decided in the commit that stores them ($name)', (k
     const [claim] = handed;
     // The rule no longer matches: the loop commits what the evaluation in intake's commit found.
     core.useRules(aRule({ ...releasesOnly.definition, conditions: { all: [{ fact: 'event', path: '$.data.task.title', operator: 'equal', value: 'never' }] } }));
-    if (kind.name === 'postgres') {
-      // Evaluated before the statement that leased it, the evaluation is not handed over: the loop evaluates again.
-      expect(core.processor.evaluatedAt(claim).evaluated).toBeUndefined();
-      expect(await core.processor.process(claim, core.queue.owner)).toHaveLength(0);
-      expect(await core.event(event.id)).toMatchObject({ status: 'ignored' });
-      return;
-    }
     expect(await core.processor.process(core.processor.evaluatedAt(claim), core.queue.owner)).toHaveLength(1);
     expect(await core.event(event.id)).toMatchObject({ status: 'processed' });
     expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'releases-only', outcome: 'matched', ruleVersion: releasesOnly.version })]);
@@ -141,7 +134,7 @@ describe.each(kinds)('events decided in the commit that stores them ($name)', (k
     await storeAll([event, duplicate]);
 
     expect(handed.map((e) => e.event_id)).toEqual([event.id]);
-    expect(core.processor.evaluatedAt(handed[0]).evaluated?.resource).toEqual(kind.name === 'sqlite' ? taskOf(event) : undefined);
+    expect(core.processor.evaluatedAt(handed[0]).evaluated?.resource).toEqual(taskOf(event));
   });
 
   it('computes `changes` from the snapshot the commit sees, one saved by an earlier event of the same commit included', async () => {
@@ -150,19 +143,10 @@ describe.each(kinds)('events decided in the commit that stores them ($name)', (k
     const second = updated({ id: 'tsk_same', status: 'open' });
     await storeAll([first, second]);
 
+    // The second saw the first's snapshot: it changed the status from blocked, so to-blocked matched and it is the loop's.
     expect(decided.map((e) => e.event_id)).toEqual([first.id]);
+    expect(handed.map((e) => e.event_id)).toEqual([second.id]);
     expect(await core.explanation(first.id)).toEqual([expect.objectContaining({ rule: 'to-blocked', outcome: 'not_matched' })]);
-    if (kind.name === 'sqlite') {
-      // The second saw the first's snapshot: it changed the status from blocked, so to-blocked matched and it is the loop's.
-      expect(handed.map((e) => e.event_id)).toEqual([second.id]);
-    } else {
-      // PostgreSQL's statement leases one event of a resource per commit: the second waits, and a claim takes it after.
-      expect(handed).toEqual([]);
-      const [claimed] = await core.queue.claimEvents(10);
-      expect(claimed?.event_id).toBe(second.id);
-      await core.processor.process(claimed!, core.queue.owner);
-      expect(await core.event(second.id)).toMatchObject({ status: 'processed' });
-    }
   });
 
   it('leaves to the loop an event whose conditions ask the service (no lookup runs inside a commit)', async () => {
@@ -232,94 +216,27 @@ describe.each(kinds)('events decided in the commit that stores them ($name)', (k
   });
 });
 
-describe.each(kinds.filter((kind) => kind.name === 'postgres'))('events decided in the statement that stores their batch ($name)', (kind) => {
-  let core: Core;
-  let handed: ClaimedEvent[];
-  let decided: FreshEvent[];
-
-  /** The decider reads what the decisions rest on; then `meanwhile` commits in another transaction, before the batch's statement. */
-  const decidingWith = (meanwhile: () => Promise<unknown>) => {
-    core.writer.handOffTo({
-      lease: () => core.queue.freshLease(100),
-      decider: async (sql, events, now) => {
-        const decide = await core.processor.deciderAtIntake(sql, events, now);
-        await meanwhile();
-        return decide;
-      },
-      take: (leased, _complete, stored) => {
-        handed.push(...leased);
-        decided.push(...stored);
-      },
-    });
-  };
-
-  beforeEach(async () => {
-    core = await openCore(kind);
-    handed = [];
-    decided = [];
-    core.useRules(releasesOnly);
-  });
-
-  afterEach(() => core.close());
-
-  it('decides an event on what the statement sees: a snapshot saved since it was read leaves the event to the loop', async () => {
-    const event = taskEvent('task.updated', { title: 'Routine update' });
-    decidingWith(() => core.db.manager.insert(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event), payload: '{"status":"blocked"}', eventSeq: 1, updatedAt: 'x' }));
-    await core.store(event);
-
-    expect(decided).toEqual([]);
-    expect(handed.map((e) => [e.event_id, e.evaluated])).toEqual([[event.id, undefined]]);
-    expect(await core.event(event.id)).toMatchObject({ status: 'received', leaseOwner: core.queue.owner });
-  });
-
-  it('decides an event on what the statement sees: a provenance recorded since it was read leaves the event to the loop', async () => {
-    const event = taskEvent('task.updated', { title: 'Routine update' });
-    decidingWith(() => core.db.manager.insert(ResourceProvenanceEntity, {
-      resourceKey: taskKeyOf(event), depth: 1, actionRunId: 'run-1', ruleId: 'releases-only', changedAt: core.clock.now().toISOString(),
-    }));
-    await core.store(event);
-
-    expect(decided).toEqual([]);
-    expect(handed.map((e) => e.event_id)).toEqual([event.id]);
-    expect(await core.event(event.id)).toMatchObject({ status: 'received' });
-  });
-
-  it('hands a matched event over without its evaluation: a create that ended since the read makes it the engine’s own doing', async () => {
-    const event = taskEvent('task.updated', { title: 'Release 4' });
-    decidingWith(() => core.db.manager.insert(ResourceProvenanceEntity, {
-      resourceKey: taskKeyOf(event), depth: 1, actionRunId: 'run-1', ruleId: 'releases-only', changedAt: core.clock.now().toISOString(),
-    }));
-    await core.store(event);
-
-    const [claim] = handed;
-    expect(core.processor.evaluatedAt(claim!).evaluated).toBeUndefined();
-    await core.processor.process(claim!, core.queue.owner);
-    // Its rule's own doing, one link further down the chain: ignored as self-caused, as the loop sees it now.
-    expect(await core.event(event.id)).toMatchObject({ status: 'ignored', depth: 2 });
-  });
-
-  it('decides an event whose snapshot and provenance are as they were read, and saves its snapshot with it', async () => {
-    const event = taskEvent('task.updated', { title: 'Routine update', status: 'open' });
-    const resourceKey = taskKeyOf(event);
-    await core.db.manager.insert(ResourceSnapshotEntity, { resourceKey, payload: '{"status":"blocked"}', eventSeq: 1, updatedAt: 'x' });
-    await core.db.manager.insert(ResourceProvenanceEntity, { resourceKey, depth: 1, actionRunId: 'run-1', ruleId: 'other', changedAt: '2000-01-01T00:00:00.000Z' });
-    decidingWith(async () => undefined);
-    await core.store(event);
-
-    expect(decided.map((e) => e.event_id)).toEqual([event.id]);
-    const stored = await core.event(event.id);
-    expect(stored).toMatchObject({ status: 'ignored', leaseOwner: null });
-    const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey });
-    expect({ seq: Number(snapshot.eventSeq), payload: JSON.parse(snapshot.payload) as unknown }).toEqual({ seq: stored.seq, payload: taskOf(event) });
-  });
-
-  it('hands a matched event held behind a create in flight over without the evaluation made before the create ends', async () => {
-    core.useRules(aRule({ ...releasesOnly.definition, on: 'task.created' }));
-    await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:A' }, 10_000);
-    core.clock.advance(1);
-    decidingWith(async () => undefined);
-    await writeUnseen(core.writer, 'new-in-a', 'task:n1', { project_id: 'A', title: 'Release 3' });
-
-    expect(handed.map((e) => [e.held !== undefined, core.processor.evaluatedAt(e).evaluated])).toEqual([[true, undefined]]);
+describe.each(kinds.filter((kind) => kind.name === 'postgres'))('events stored on $name', (kind) => {
+  it('are never decided in the commit that stores them: the whole batch is one statement there', async () => {
+    const core = await openCore(kind);
+    try {
+      core.useRules(releasesOnly);
+      let asked = 0;
+      const handed: string[] = [];
+      core.writer.handOffTo({
+        lease: () => core.queue.freshLease(100),
+        decider: async () => {
+          asked++;
+          return undefined;
+        },
+        take: (leased) => handed.push(...leased.map((e) => e.event_id)),
+      });
+      const event = taskEvent('task.updated', { title: 'Routine update' });
+      await core.store(event);
+      expect({ asked, handed }).toEqual({ asked: 0, handed: [event.id] });
+      expect(await core.event(event.id)).toMatchObject({ status: 'received' });
+    } finally {
+      await core.close();
+    }
   });
 });

@@ -109,9 +109,8 @@ const BATCHED = new Map<string, Batched>([
 /** An event decided in the commit that stores it, once stored (EventProcessor.decideAtIntake). */
 export interface DecidedRecord {
   seq: number;
-  resourceKey: string;
-  /** The resource as the event shows it, as JSON. */
-  snapshot: string;
+  resourceKey: string | null;
+  resource: Record<string, unknown> | undefined;
 }
 
 interface NewExecution {
@@ -205,11 +204,13 @@ export class EventCommit {
    * finished, it created nothing): its resource's snapshot, as `record` writes it. No event about the resource is
    * marked seen, as `record` marks them after a first snapshot: an event is decided only when none about its resource
    * waits before it (its lease, work-queue.ts FRESH_LEASE_SQLITE), and those stored after it see the snapshot.
-   * Counted once that commit is done. (PostgreSQL saves the snapshot in the statement that stores the batch,
-   * intake/event-writer.ts insertDecidedSql.)
+   * Counted once that commit is done. The snapshot saved, if any.
    */
-  async recordDecided(sql: Statements, { seq, resourceKey, snapshot }: DecidedRecord, now: string): Promise<void> {
-    await sql.run(SAVE_SNAPSHOT, [resourceKey, snapshot, seq, now]);
+  async recordDecided(sql: Statements, { seq, resourceKey, resource }: DecidedRecord, now: string): Promise<string | undefined> {
+    if (!resourceKey || !resource) return undefined;
+    const payload = JSON.stringify(resource);
+    await sql.run(SAVE_SNAPSHOT, [resourceKey, payload, seq, now]);
+    return payload;
   }
 
   /** Counted inside the transaction, under a lock on (rule, key) on PostgreSQL, so concurrent events cannot both slip under the limit. */

@@ -140,15 +140,13 @@ export class EventProcessor {
   }
 
   /**
-   * Decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when that is
-   * all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and provenance
-   * of the batch's resources, read once, and on SQLite the snapshots its earlier events saved), and no rule matches
+   * SQLite: decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when
+   * that is all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and
+   * provenance of the batch's resources, read once, and the snapshots its earlier events saved), and no rule matches
    * it. Not decided (undefined; the event loop commits it): a rule matched (its evaluation goes to the loop with the
    * event, `evaluatedAt`); and, evaluated by the loop as any other event: a condition asked for a lookup (a call to
    * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
-   * loop (the loop logs it and stores an engine event); or anything threw. PostgreSQL asks for every event of the
-   * batch before its statement, which stores decided only those it leases and that nothing holds, on a snapshot and
-   * provenance unchanged since this read them (DecidedEvent.basis).
+   * loop (the loop logs it and stores an engine event); or anything threw.
    */
   async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined> {
     this.evaluatedAtIntake.clear();
@@ -175,27 +173,18 @@ export class EventProcessor {
       const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
       if (lookups.asked) return undefined;
       if (matched.length > 0) {
-        // SQLite: handed over with the event (`evaluatedAt`), and the loop commits this evaluation. Of two events with
-        // one id in a commit the first is the one stored; the second, a duplicate, must not put its evaluation in the
-        // first's place. Not on PostgreSQL: there it was made before the statement that leases the event, on what the
-        // transaction read then, and a create's outcome committed in between (its provenance: the event may be the
-        // engine's own doing) would not be in it. The loop evaluates the event again.
+        // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
+        // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
-        if (this.db.kind === 'sqlite' && !this.evaluatedAtIntake.has(event.event_id)) {
-          this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
-        }
+        if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
         return undefined;
       }
-      const snapshot = key !== null && resource !== undefined ? JSON.stringify(resource) : null;
-      const provenance = (key && known.provenance.get(key)) || null;
       return {
-        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation), snapshot,
-        basis: { snapshot: previous?.payload ?? null, provenance },
+        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
         record: async (sql, seq) => {
-          if (key === null || snapshot === null) return;
-          await this.committer.recordDecided(sql, { seq, resourceKey: key, snapshot }, now.toISOString());
+          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, now.toISOString());
           // The next event of the commit about the resource compares itself with this one.
-          known.snapshots.set(key, { payload: snapshot });
+          if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
         },
       };
     } catch {
@@ -205,12 +194,9 @@ export class EventProcessor {
 
   /**
    * The evaluation intake's last commit made of an event it handed over (a rule matched it), once: the event loop
-   * commits it as its own (`prepare`). Asked after that commit, for the events it leased. None for an event held
-   * behind a create in flight: it is evaluated once the create has ended, which may make it the engine's own doing.
+   * commits it as its own (`prepare`). Asked after that commit, for the events it leased.
    */
   evaluatedAt(event: ClaimedEvent): ClaimedEvent {
-    // One held behind a create in flight is evaluated once that ends (PostgreSQL evaluates the whole batch first).
-    if (event.held !== undefined) return event;
     const evaluated = this.evaluatedAtIntake.get(event.event_id);
     if (evaluated !== undefined) event.evaluated = evaluated;
     return event;

@@ -133,8 +133,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   ) {
     writer.handOffTo({
       lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length - this.parked.size : 0),
-      // An event that only needs its evaluation is decided in the commit that stores it (no lookups there).
-      decider: (sql, events, now) => this.processor.deciderAtIntake(sql, events, now),
+      // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there).
+      decider: db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now) : undefined,
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete, decided) => {
