@@ -80,7 +80,7 @@ export class EventProcessor {
     this.committer = new EventCommit(db.kind, config.dryRun, metrics);
   }
 
-  /** The snapshots and provenance of the resources a batch is about, read in two queries for the whole batch. */
+  /** The snapshots and provenance of the resources a batch is about, read for the whole batch (one statement on PostgreSQL, two on SQLite). */
   async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
     const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
