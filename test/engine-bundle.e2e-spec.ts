@@ -4,7 +4,7 @@
  * leaves alone a function that already has its name, built from a small
  * program whose two modules each define `helper` and `Store`, so that esbuild
  * renames one of each; and the engine's own bundle loads from node_modules
- * only what is left out of it on purpose (README, Performance: session 12).
+ * only what is left out of it on purpose (docs/performance-log.md, session 12).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -9,7 +9,7 @@
  * major collection before the next one, so under the benchmark's load the
  * process peaked at 220–250 MB of RSS with only ~42 MB live. Growing by 25%
  * instead bounds the peak at 185–190 MB (old space ~62 MB) for a few percent of
- * the main thread in more frequent major collections (README, Performance).
+ * the main thread in more frequent major collections (README, Performance: Memory).
  *
  * V8 reads this flag each time it sets the next collection's limit, so setting
  * it once the process runs takes effect from the next collection. An operator

@@ -13,7 +13,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * temporary tables an event end to end, each with a page cache of its own to
  * create, zero and drop: about 4 µs of 7.6 for an INSERT and UPDATE of a run
  * on a table with only this index, and some 5 % of the engine's instructions
- * per event (README, Performance). Comparisons cost none of that. PostgreSQL
+ * per event (docs/performance-log.md). Comparisons cost none of that. PostgreSQL
  * gets the same words, so that one statement text serves both databases and
  * its planner matches the predicate as before (young-statistics.spec.ts).
  */
