@@ -6,7 +6,7 @@ import type { ConnectionMode } from './bench-load.js';
 
 /**
  * intake: closed loop, events no rule matches; e2e: closed loop, every event
- * matching; open: half the reference's rate, open loop; backlog: drain rate with
+ * matching; open: half the reference's rate (SQLite also a quarter), open loop; backlog: drain rate with
  * a backlog waiting; startup: time to ready with many rule files; waiting:
  * memory, claim time and latency with many executions waiting on a delay.
  */

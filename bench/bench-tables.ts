@@ -81,10 +81,21 @@ export function closedLoopLines(all: ClosedLoopFigures[], durationS: number): st
   return lines;
 }
 
+const OPEN_LOOP_RATES: Record<OpenLoopFigures['rateFrom'], string> = {
+  'half the reference': "half the reference's closed-loop rate",
+  'a quarter of the reference': "a quarter of the reference's closed-loop rate (half the rate the end-to-end target asks of the engine)",
+  fixed: 'a fixed rate',
+};
+
+/** One table for each rate the open loops ran at. */
 export function openLoopLines(all: OpenLoopFigures[], drainLimitS: number): string[] {
+  return [...new Set(all.map((f) => f.rateFrom))].flatMap((from) => openLoopTable(all.filter((f) => f.rateFrom === from), drainLimitS));
+}
+
+function openLoopTable(all: OpenLoopFigures[], drainLimitS: number): string[] {
   if (all.length === 0) return [];
   const first = all[0];
-  const rate = first.rateFrom === 'half the reference' ? `half the reference's closed-loop rate, ${int(first.ratePerSecond)} events/s` : `${int(first.ratePerSecond)} events/s (fixed)`;
+  const rate = `${OPEN_LOOP_RATES[first.rateFrom]}, ${int(first.ratePerSecond)} events/s`;
   const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS'];
   const rows = all.map((f) => [
     systemLabel(f.system), int(f.deliveredPerSecond), ms(f.latencyMs.p50), ms(f.latencyMs.p99), ms(f.latencyMs.max), ms(f.ackLatencyMs.p99),

@@ -29,13 +29,18 @@ function versus(a: ClosedLoopFigures | undefined, b: ClosedLoopFigures | undefin
   return { figure: `${ratio(r)} (${int(a.eventsPerSecond)} / ${int(b.eventsPerSecond)} ${unit})`, met: r >= least };
 }
 
-function openLoopP99(r: BenchResults): Check {
-  const f = r.openLoop.find((o) => o.system === 'sqlite');
+/**
+ * SQLite's open-loop p99 at the rate asked (a fixed rate never meets the target). The issue's "e2e p99 < 50 ms when
+ * sent at half that rate" reads two ways: half the reference's rate, or half the 0.5 × reference the engine should
+ * sustain; both are judged (README, Performance: Targets).
+ */
+function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of the reference'): Check {
+  const f = r.openLoop.find((o) => o.system === 'sqlite' && (o.rateFrom === from || (from === 'half the reference' && o.rateFrom === 'fixed')));
   if (!f) return undefined;
   const at = `${int(f.ratePerSecond)} events/s${f.rateFrom === 'fixed' ? ', a fixed rate' : ''}`;
   const missing = f.missing > 0 ? `, ${int(f.missing)} not arrived` : '';
-  // The reference's own p99 at the same rate says what this machine allowed at the time.
-  const ref = r.openLoop.find((o) => o.system === 'reference');
+  // The reference's own p99 at the half rate says what this machine allowed at the time.
+  const ref = r.openLoop.find((o) => o.system === 'reference' && o.rateFrom === f.rateFrom);
   const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}` : '';
   return { figure: `p99 ${ms(f.latencyMs.p99)} at ${at}${missing}${anchor}`, met: f.latencyMs.p99 < 50 && f.missing === 0 && f.rateFrom !== 'fixed' };
 }
@@ -101,7 +106,8 @@ export function judgeTargets(r: BenchResults): TargetVerdict[] {
   const intake = (s: ClosedLoopFigures['system']) => closed(r, s, 'intake');
   return [
     verdict('SQLite end to end ≥ 0.5 × reference (closed loop)', versus(e2e('sqlite'), referenceOf(r.closedLoop, 'e2e', 'keep-alive'), 0.5)),
-    verdict('SQLite e2e p99 < 50 ms at half the reference rate (open loop)', openLoopP99(r)),
+    verdict('SQLite e2e p99 < 50 ms at half the reference rate (open loop)', openLoopP99(r, 'half the reference')),
+    verdict('SQLite e2e p99 < 50 ms at half of 0.5 × the reference rate (open loop)', openLoopP99(r, 'a quarter of the reference')),
     verdict('SQLite intake, no matching rule ≥ 0.7 × reference', versus(intake('sqlite'), intake('reference'), 0.7)),
     verdict('PostgreSQL intake, no matching rule ≥ 0.7 × reference', versus(intake('postgres'), intake('reference'), 0.7)),
     verdict('PostgreSQL end to end ≥ 0.7 × SQLite (closed loop)', versus(e2e('postgres'), e2e('sqlite'), 0.7)),
