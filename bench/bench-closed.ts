@@ -103,7 +103,7 @@ function waitingWork(system: SystemName, database: BenchDatabase): () => Promise
 async function warmUp(ctx: ScenarioContext, kind: LoadKind, poster: WebhookPoster, remaining: () => Promise<number>) {
   const prefix = runPrefix('warm');
   const arrivals = await ctx.fake.beginRun(prefix, ctx.options.warmUpEvents);
-  const result = await closedLoop(poster, signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, ctx.options.warmUpEvents), ctx.options.connections, 2_000);
+  const result = await closedLoop(poster, signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, ctx.options.warmUpEvents), ctx.options.connections, ctx.options.warmUpS * 1000);
   const left = kind === 'e2e' ? () => acknowledged(result) - arrivals.arrived() : remaining;
   await drain(left, ctx.options.drainLimitS * 1000, 50);
   return { acknowledged: acknowledged(result), perSecond: acknowledged(result) / result.seconds };

@@ -22,8 +22,13 @@ export interface BenchOptions {
   connections: number;
   /** Closed loops: keep-alive, a new connection per webhook, or both (one run each). */
   connectionModes: ConnectionMode[];
-  /** Warm-up before each timed run: at most this many events, at most 2 s. */
+  /**
+   * Warm-up before each timed run, under the same load (closed loops: as fast as answered; open loops: at the run's
+   * rate): for `warmUpS` seconds, at most `warmUpEvents` events. V8 keeps compiling the engine's hot code for some
+   * 10 s after it starts (the reference's, far smaller, in much less), so a full run measures steady state.
+   */
   warmUpEvents: number;
+  warmUpS: number;
   /** How long to wait, after sending stops, for the work acknowledged to be done. */
   drainLimitS: number;
   /** Open loop: a fixed rate (undefined: half the reference's closed-loop end-to-end rate of the same run). */
@@ -130,7 +135,8 @@ function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
     durationS: positive('seconds', flags.get('seconds') ?? flags.get('duration') ?? env.BENCH_DURATION_S, quick ? 2 : 10),
     maxEvents: int('events', flags.get('events') ?? env.BENCH_EVENTS, 500_000, 100_000),
     connections: int('connections', flags.get('connections') ?? env.BENCH_CONNECTIONS, 32, 32),
-    warmUpEvents: quick ? 300 : 1_000,
+    warmUpEvents: quick ? 300 : 20_000,
+    warmUpS: quick ? 2 : 10,
     drainLimitS: quick ? 3 : 10,
     openRate: openRate === undefined ? undefined : positive('BENCH_E2E_RATE', openRate, 1),
     openDurationS: positive('BENCH_E2E_DURATION_S', env.BENCH_E2E_DURATION_S, quick ? 1 : 5),
