@@ -83,7 +83,7 @@ async function load(ctx: ScenarioContext, engines: BenchEngine[], poster: Webhoo
   const warmPrefix = runPrefix('warm_replicas');
   const warmArrivals = await ctx.fake.beginRun(warmPrefix, options.warmUpEvents);
   // A quick run stays under a minute with three counts: its warm-ups are shorter.
-  const warm = await closedLoop(poster, signedEvents('matching', warmPrefix, options.warmUpEvents), options.connections, options.quick ? 1_000 : 2_000);
+  const warm = await closedLoop(poster, signedEvents('matching', warmPrefix, options.warmUpEvents), options.connections, options.quick ? 1_000 : options.warmUpS * 1000);
   const warmAcked = warm.statuses['202'] ?? 0;
   await drain(() => warmAcked - warmArrivals.arrived(), options.drainLimitS * 1000, 50);
   const count = Math.min(options.maxEvents, Math.ceil(Math.max(10_000, (warmAcked / warm.seconds) * 5) * options.durationS));
