@@ -13,8 +13,8 @@
  * spent waiting for a connection in the client is counted, not hidden. A
  * warm-up at the same rate runs first (BenchOptions.warmUpS: 10 s in a full
  * run). With a warm-up of about a second the engine's p99 measured V8 still
- * compiling its hot code, not the engine: 50–160 ms at a quarter of the
- * reference's rate, against 16–20 ms after 10 s at that rate.
+ * compiling its hot code, not the engine: 49–164 ms at a quarter of the
+ * reference's rate, against 16–31 ms after 10 s at that rate.
  */
 import type { BenchDatabase } from './bench-databases.js';
 import type { BenchEngine, EngineMemory } from './bench-engine.js';
