@@ -62,6 +62,8 @@ const dependencyPolicies = [
   // Unit specs sit beside the code they test and may use the test helpers; so may the
   // benchmark, which is not shipped and measures the engine on the tests' databases.
   { from: [{ file: { categories: 'spec' } }, element('bench')], allow: { to: testSupport } },
+  // A shared file's spec sits beside it, at the top of src/.
+  { from: rootFile('spec'), allow: { to: shared } },
   // A spec that needs the service talks to the stand-in over real HTTP, never to a mock of it.
   { from: { file: { categories: 'spec' } }, allow: { to: element('simulator') } },
   // The end-to-end suites and their helpers drive the whole program.

@@ -125,6 +125,21 @@ describe(RateBudget.name, () => {
       clock.now = MINUTE;
       expect(budget.remaining()).toBe(2);
     });
+
+    it('counts as a walk over every start would, the ring full or not, at any moment', () => {
+      fc.assert(
+        fc.property(fc.integer({ min: 1, max: 7 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 40_000 }), fc.boolean()), { maxLength: 60 }), (limit, steps) => {
+          const { budget, clock } = makeBudget(limit);
+          const taken: number[] = [];
+          for (const [advance, take] of steps) {
+            clock.now += advance;
+            if (take && budget.tryAcquire() === 0) taken.push(clock.now);
+            const inWindow = taken.slice(-limit).filter((at) => clock.now - at < MINUTE).length;
+            expect(budget.remaining()).toBe(limit - inWindow);
+          }
+        }),
+      );
+    });
   });
 
   describe('acquire', () => {

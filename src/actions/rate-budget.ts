@@ -134,11 +134,17 @@ export class RateBudget implements Budget {
   remaining(): number {
     const now = this.clock();
     if (now < this.pausedUntilMs) return 0;
-    let inWindow = 0;
-    for (let i = 0; i < this.recorded; i += 1) {
-      if (now - this.starts[i]! < this.windowMs) inWindow += 1;
+    // Starts are recorded in order, oldest first from `first`: those still in the window are the newest, found by
+    // halving (a walk over every start cost a scan of up to `limit` of them at each batch of actions).
+    const first = this.recorded < this.limit ? 0 : this.next;
+    let low = 0;
+    let high = this.recorded;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (now - this.starts[(first + mid) % this.limit]! < this.windowMs) high = mid;
+      else low = mid + 1;
     }
-    return this.limit - inWindow;
+    return this.limit - (this.recorded - low);
   }
 
   /** Clock time the current pause ends, or undefined when not paused. */

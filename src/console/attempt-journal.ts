@@ -10,11 +10,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ServiceClient, type ServiceOutcome } from '../actions/service-client.js';
 import type { ServiceRequest } from '../actions/service-operations.js';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, isoOf, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 
-/** Runs whose attempts are remembered; the oldest is forgotten first. */
-const MAX_RUNS = 5_000;
+/** Runs whose attempts are remembered at least (the most recently attempted; at most twice as many). */
+export const MAX_RUNS = 5_000;
 /** Attempts remembered per run (the first ones and the latest ones). */
 const MAX_ATTEMPTS_PER_RUN = 50;
 /** Characters kept of an error message. */
@@ -32,7 +32,7 @@ export interface AttemptRecord {
 
 /** One record per attempt of every action (the hot path): each written out as one literal, which V8 builds in one step. */
 export function attemptRecord(outcome: ServiceOutcome, startedAt: Date, durationMs: number): AttemptRecord {
-  const started_at = startedAt.toISOString();
+  const started_at = isoOf(startedAt);
   const duration_ms = Math.round(durationMs);
   if (outcome.ok) return { started_at, duration_ms, outcome: 'ok', status: outcome.status, error: null, retry_after: null };
   const error = { code: outcome.code, message: outcome.message.slice(0, MAX_MESSAGE) };
@@ -40,26 +40,37 @@ export function attemptRecord(outcome: ServiceOutcome, startedAt: Date, duration
   return { started_at, duration_ms, outcome: outcome.kind, status: null, error, retry_after: null };
 }
 
+/**
+ * The attempts of the runs attempted most recently, in two generations of at
+ * most MAX_RUNS runs each: a run attempted again moves to the newer one, and
+ * when the newer is full the older is forgotten whole. (One map that forgot its
+ * oldest run at each new one found that run by walking past every entry it had
+ * deleted since it last grew: 3.6 µs a run, about 1 % of the engine's work
+ * under load.)
+ */
 @Injectable()
 export class AttemptJournal {
-  private readonly runs = new Map<string, AttemptRecord[]>();
+  private newer = new Map<string, AttemptRecord[]>();
+  private older = new Map<string, AttemptRecord[]>();
 
   record(runId: string, attempt: AttemptRecord): void {
-    let attempts = this.runs.get(runId);
-    if (attempts) {
-      this.runs.delete(runId); // re-inserted below: most recently used last
-    } else {
-      attempts = [];
-      if (this.runs.size >= MAX_RUNS) this.runs.delete(this.runs.keys().next().value as string);
+    let attempts = this.newer.get(runId);
+    if (attempts === undefined) {
+      attempts = this.older.get(runId) ?? [];
+      this.older.delete(runId);
+      if (this.newer.size >= MAX_RUNS) {
+        this.older = this.newer;
+        this.newer = new Map();
+      }
+      this.newer.set(runId, attempts);
     }
     attempts.push(attempt);
     if (attempts.length > MAX_ATTEMPTS_PER_RUN) attempts.splice(1, 1);
-    this.runs.set(runId, attempts);
   }
 
   /** The attempts remembered for a run, oldest first; undefined when this process has none. */
   attemptsOf(runId: string): AttemptRecord[] | undefined {
-    return this.runs.get(runId);
+    return this.newer.get(runId) ?? this.older.get(runId);
   }
 }
 

@@ -17,7 +17,7 @@
  */
 import { Inject, Injectable } from '@nestjs/common';
 import type { CausalScope } from '../causal-scope.js';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, nowIso, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import type { EventSource } from '../database/event.entity.js';
 import { GroupCommit } from '../database/group-commit.js';
@@ -239,7 +239,7 @@ export class EventWriter {
 
   private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
     this.leased = undefined;
-    const receivedAt = this.clock.now().toISOString();
+    const receivedAt = nowIso(this.clock);
     const lease = this.handOff?.lease();
     const rows = this.db.kind === 'postgres'
       ? await this.insertMany(sql, events, receivedAt, lease)

@@ -18,7 +18,7 @@ import { simulatedResponse } from '../actions/request-renderer.js';
 import type { BudgetRoom } from '../actions/rate-budget.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { SharedRateBudget } from '../actions/shared-rate-budget.js';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
@@ -150,6 +150,6 @@ export class ActionRunner {
   }
 
   private nowIso(): string {
-    return this.clock.now().toISOString();
+    return nowIso(this.clock);
   }
 }

@@ -12,8 +12,7 @@
  * hand-back is the exception: a budget that another replica used up meanwhile,
  * or a pause that began after the claim.
  */
-import type { Clock } from '../clock.js';
-import { isoIn } from '../clock.js';
+import { type Clock, isoIn, nowIso } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf } from '../database/statements.js';
 import type { ClaimedActionRun } from './work.js';
@@ -26,7 +25,7 @@ const HAND_BACK = `
 
 /** Hands `claim` back, due in `waitMs`; false when the lease was lost (someone else owns the run now). */
 export async function handBackForBudget(db: Database, clock: Clock, claim: ClaimedActionRun, owner: string, waitMs: number): Promise<boolean> {
-  const now = clock.now().toISOString();
+  const now = nowIso(clock);
   const changed = await db.write((manager) => statementsOf(manager).run(HAND_BACK, [isoIn(clock, waitMs), now, claim.id, owner]));
   return changed > 0;
 }

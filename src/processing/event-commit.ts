@@ -14,6 +14,7 @@
  * claim; the claim query remains for retries, recovery and other replicas.
  */
 import { randomUUID } from 'node:crypto';
+import { isoString } from '../clock.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import type { Statements } from '../database/statements.js';
 import { unindexed } from '../database/sql.js';
@@ -221,7 +222,7 @@ export class EventCommit {
       let throttled = false;
       if (throttle !== undefined && match.throttleKey !== null) {
         if (this.kind === 'postgres') await sql.rows(THROTTLE_LOCK, [`throttle:${match.rule.id}:${match.throttleKey}`]);
-        const since = new Date(Date.parse(now) - throttle.windowSeconds * 1000).toISOString();
+        const since = isoString(Date.parse(now) - throttle.windowSeconds * 1000);
         const [recent] = await sql.rows<{ n: number | string }>(THROTTLE_COUNT, [match.rule.id, match.throttleKey, since]);
         // Earlier events of the batch are in the table already: the batch commits them in order.
         throttled = Number(recent.n) >= throttle.limit;
@@ -236,7 +237,7 @@ export class EventCommit {
     const status = throttled ? 'throttled' : start.resumeAt !== null ? 'waiting' : 'running';
     await sql.run(INSERT_EXECUTION, [
       id, claim.seq, claim.event_id, match.rule.id, match.rule.version, status,
-      JSON.stringify(match.evaluation.conditions), JSON.stringify(snapshot), match.throttleKey, now, throttled ? now : null,
+      JSON.stringify(match.evaluation.conditions), snapshotJson(match, snapshot), match.throttleKey, now, throttled ? now : null,
       throttled ? null : start.resumeAt, start.debounceKey, match.facts === undefined ? null : JSON.stringify(match.facts),
     ]);
   }
@@ -266,6 +267,16 @@ function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecuti
     verdict.status, verdict.position.depth, verdict.position.selfCaused, verdict.error ?? null, done ? now : null,
     claim.attempts + (done ? 0 : 1), verdict.retryAt ?? now, JSON.stringify(explain(verdict.explanation, executions)),
   ];
+}
+
+/** A rule's snapshot as stored, by the loaded rule (the same for each of its executions; a reload loads new rules). */
+const snapshotTexts = new WeakMap<VerdictMatch['rule'], string>();
+
+/** `JSON.stringify(snapshot)` of the match's rule, written once per rule: every execution of a rule version stores the same text. */
+function snapshotJson({ rule }: VerdictMatch, snapshot: RuleSnapshot): string {
+  let text = snapshotTexts.get(rule);
+  if (text === undefined) snapshotTexts.set(rule, (text = JSON.stringify(snapshot)));
+  return text;
 }
 
 function snapshotOf({ rule }: VerdictMatch): RuleSnapshot {

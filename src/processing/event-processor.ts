@@ -8,7 +8,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { backoffDelayMs } from '../actions/retry-policy.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { ServiceLookups } from '../actions/service-lookups.js';
-import { CLOCK, isoIn, type Clock } from '../clock.js';
+import { CLOCK, isoIn, isoOf, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { statementsOf, type Statements } from '../database/statements.js';
@@ -110,7 +110,7 @@ export class EventProcessor {
     }
     return this.db.write(async (manager) => {
       const sql = statementsOf(manager);
-      const now = this.clock.now().toISOString();
+      const now = nowIso(this.clock);
       return this.committer.commitAll(sql, prepared, leaseOwner, now, handOff);
     });
   }
@@ -182,7 +182,7 @@ export class EventProcessor {
       return {
         status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
         record: async (sql, seq) => {
-          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, now.toISOString());
+          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, isoOf(now));
           // The next event of the commit about the resource compares itself with this one.
           if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
         },

@@ -17,7 +17,7 @@
  */
 import { hostname } from 'node:os';
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, isoOf, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { queryRows } from '../database/sql.js';
@@ -100,12 +100,12 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
   /** One heartbeat: this replica's row, then the others'; what was taken over from replicas found dead. */
   async beat(): Promise<Takeover[]> {
     const now = this.clock.now();
-    await this.heartbeat(now.toISOString());
+    await this.heartbeat(isoOf(now));
     const rows = await queryRows<ReplicaRow>(this.db.manager, 'SELECT id, heartbeat_at, stopped_at, dead_at FROM replicas');
     const others = rows.filter((row) => row.id !== this.id && statusOf(row) === 'alive');
     const taken: Takeover[] = [];
     for (const stale of this.watch.stale(others, now.getTime())) {
-      const takeover = await takeOver(this.db, stale, now.toISOString());
+      const takeover = await takeOver(this.db, stale, isoOf(now));
       if (takeover === undefined) continue; // it beat meanwhile, or another replica took it first
       if (takeover.actionRuns > 0) this.queue.recoverRunsNow();
       this.logger.warn({ msg: 'replica declared dead, its work taken over', ...takeover, heartbeatAt: stale.heartbeat_at });
@@ -156,6 +156,6 @@ export class Replicas implements OnApplicationBootstrap, BeforeApplicationShutdo
   }
 
   private now(): string {
-    return this.clock.now().toISOString();
+    return nowIso(this.clock);
   }
 }

@@ -20,7 +20,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { backoffDelayMs } from '../actions/retry-policy.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { ServiceLookups } from '../actions/service-lookups.js';
-import { CLOCK, isoIn, type Clock } from '../clock.js';
+import { CLOCK, isoIn, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import type { ActionRunStatus } from '../database/action-run.entity.js';
 import { Database } from '../database/database.service.js';
@@ -64,7 +64,7 @@ export class StepRunner {
   }
 
   private now(): string {
-    return this.clock.now().toISOString();
+    return nowIso(this.clock);
   }
 
   private async delay(claim: ClaimedActionRun, owner: string, execution: LoadedExecution): Promise<ActionRunStatus> {

@@ -6,6 +6,7 @@
  * concurrent events and replicas cannot both slip under the limit.
  */
 import { MoreThan, Not, type EntityManager } from 'typeorm';
+import { isoString } from '../clock.js';
 import { templateContext, templateRuleOf } from '../rules/template-context.js';
 import { renderString } from '../rules/template.js';
 import type { DatabaseKind } from '../database/data-source.js';
@@ -41,7 +42,7 @@ export async function overThrottle(
   now: Date,
 ): Promise<boolean> {
   if (kind === 'postgres') await manager.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`throttle:${ruleId}:${key}`]);
-  const since = new Date(now.getTime() - throttle.windowSeconds * 1000).toISOString();
+  const since = isoString(now.getTime() - throttle.windowSeconds * 1000);
   const recent = await manager.count(ExecutionEntity, {
     where: { ruleId, throttleKey: key, createdAt: MoreThan(since), status: Not('throttled') },
   });

@@ -34,7 +34,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { CLOCK, isoIn, type Clock } from '../clock.js';
+import { CLOCK, isoIn, nowIso, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
@@ -325,7 +325,7 @@ export class WorkQueue {
    * outcomes of action runs claims the events they let go, so that those need no claim of their own.
    */
   async claimEventsIn(sql: Statements, limit: number): Promise<ClaimedEvent[]> {
-    const now = this.clock.now().toISOString();
+    const now = nowIso(this.clock);
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     // PostgreSQL scans before the barrier twice (seen, unseen) and binds the limits; the unseen scan takes the limit
     // twice (unseen-claim.ts).
@@ -346,7 +346,7 @@ export class WorkQueue {
    */
   async anyClaimable(): Promise<boolean> {
     if (this.db.kind === 'postgres') return true;
-    const now = this.clock.now().toISOString();
+    const now = nowIso(this.clock);
     const [row] = await statementsOf(this.db.manager).rows<{ due: number }>(ANY_CLAIMABLE_SQLITE, [now, now]);
     return Boolean(row?.due);
   }
@@ -359,7 +359,7 @@ export class WorkQueue {
     if (room <= 0) return undefined;
     const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
     const kind = this.db.kind;
-    const params = kind === 'postgres' ? [this.clock.now().toISOString(), ...lease, room] : lease;
+    const params = kind === 'postgres' ? [nowIso(this.clock), ...lease, room] : lease;
     return { sql: freshLeaseSql(kind), params, room };
   }
 
@@ -370,13 +370,13 @@ export class WorkQueue {
    * transaction.
    */
   async goneOn<T extends { held: HeldBehind }>(sql: Statements, parked: readonly T[]): Promise<T[]> {
-    const now = this.clock.now().toISOString();
+    const now = nowIso(this.clock);
     const since = new Map<string, string | null>();
     const free: T[] = [];
     if (this.db.kind === 'postgres' && parked.length > 0) planOnceByKey(sql);
     for (const event of parked) {
       const { kind, parent } = event.held.scope;
-      const key = JSON.stringify([kind, parent]);
+      const key = parent === null ? kind : `${kind}\u0000${parent}`; // a kind holds no NUL
       let oldest = since.get(key);
       if (oldest === undefined) {
         const [row] = await sql.rows<{ since: string | null }>(HELD_SINCE, [kind, parent, parent, now]);
@@ -407,7 +407,7 @@ export class WorkQueue {
 
   /** Takes due action runs and marks them running; `leaseMs` should outlast one request. */
   async claimActionRuns(limit: number, leaseMs: number): Promise<ClaimedActionRun[]> {
-    const now = this.clock.now().toISOString();
+    const now = nowIso(this.clock);
     const lease = [this.owner, isoIn(this.clock, leaseMs), now];
     const written = limitSql(this.db.kind, limit);
     const recover = this.recovering(leaseMs);

@@ -31,7 +31,7 @@
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
-import { CLOCK, type Clock } from '../clock.js';
+import { CLOCK, isoString, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { storageFaultOf } from '../database/storage-faults.js';
@@ -275,7 +275,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       await this.queue.releaseMine();
       // Leases run out at `leaseMs` after they were taken: those that run out earlier were taken before any claim or commit in flight.
       const takenBefore = Math.min(this.clock.now().getTime(), ...[...this.leasing].map((l) => l.at));
-      return this.queue.releaseMyRuns(this.performing, new Date(takenBefore + this.runner.leaseMs).toISOString());
+      return this.queue.releaseMyRuns(this.performing, isoString(takenBefore + this.runner.leaseMs));
     });
     if (runs === undefined) return false;
     this.leasesToHandBack = false;

@@ -3,6 +3,7 @@
  * (a rule's schedule timezone, UTC otherwise), so conditions and templates of
  * one rule agree on what "today" and "9 o'clock" mean.
  */
+import { isoOf } from '../clock.js';
 
 export interface NowFact {
   /** Local time with its UTC offset, e.g. `2024-05-06T12:00:00.000+02:00`. */
@@ -40,7 +41,7 @@ function formatOffset(minutes: number): string {
 
 /** UTC needs no time-zone database: the instant's own fields (most rules have no zone, and every template builds `now`). */
 function utcNowFact(at: Date): NowFact {
-  const iso = at.toISOString();
+  const iso = isoOf(at);
   return { iso, date: iso.slice(0, 10), hour: at.getUTCHours(), weekday: at.getUTCDay() || 7 };
 }
 
