@@ -179,10 +179,12 @@ export class EventProcessor {
         if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
         return undefined;
       }
+      const committer = this.committer;
       return {
         status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
-        record: async (sql, seq) => {
-          const payload = await this.committer.recordDecided(sql, { seq, resourceKey: key, resource }, isoOf(now));
+        // A method, not an arrow function: the bundle names an arrow made per event at a cost (condition-results.ts `within`).
+        async record(sql, seq) {
+          const payload = await committer.recordDecided(sql, { seq, resourceKey: key, resource }, isoOf(now));
           // The next event of the commit about the resource compares itself with this one.
           if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
         },

@@ -49,6 +49,11 @@ export const FIRST_RUN_COLUMNS = [
 export const FIRST_RUN_TYPES = ['text', 'text', 'int', 'text', 'text', 'int', 'text', 'text', 'text', 'int', ...Array<string>(8).fill('text')];
 export const INSERT_FIRST_RUN = `INSERT INTO action_runs (${FIRST_RUN_COLUMNS.join(', ')}) VALUES (${FIRST_RUN_COLUMNS.map(() => '?').join(', ')})`;
 
+/** The templates' context of a new execution's first entry (built only when the entry renders a template). */
+function contextOf(snapshot: RuleSnapshot, envelope: EventEnvelope, now: string, match: VerdictMatch) {
+  return templateContext(snapshot, envelope, new Date(now), {}, { facts: match.facts });
+}
+
 /** What a new execution starts with. */
 export function firstEntryOf(
   { match, snapshot }: { match: VerdictMatch; snapshot: RuleSnapshot },
@@ -56,7 +61,6 @@ export function firstEntryOf(
   now: string,
   dryRun: boolean,
 ): FirstEntry {
-  const context = () => templateContext(snapshot, envelope, new Date(now), {}, { facts: match.facts });
   if (snapshot.debounceSeconds !== undefined && match.debounceKey != null) {
     const resumeAt = isoAfter(new Date(now), snapshot.debounceSeconds * 1000);
     return { position: DEBOUNCE_POSITION, resumeAt, debounceKey: match.debounceKey, request: JSON.stringify({ resume_at: resumeAt }) };
@@ -66,13 +70,13 @@ export function firstEntryOf(
   if (entry.type === 'delay') {
     if (!envelope) return none;
     // A duration that cannot be rendered is left to the runner, which records why it failed.
-    const duration = renderDuration(entry.params?.duration, context());
+    const duration = renderDuration(entry.params?.duration, contextOf(snapshot, envelope, now, match));
     if (!duration.ok) return none;
     const resumeAt = isoAfter(new Date(now), duration.ms);
     return { position: 0, resumeAt, debounceKey: null, request: JSON.stringify({ resume_at: resumeAt }) };
   }
   if (isStep(entry.type) || entry.forEach !== undefined || !envelope) return none;
-  const rendered = renderActionRequest(entry, context(), `${snapshot.id}@${snapshot.version}#0`);
+  const rendered = renderActionRequest(entry, contextOf(snapshot, envelope, now, match), `${snapshot.id}@${snapshot.version}#0`);
   // A request that cannot be rendered is left to the runner, which records why it failed.
   if (!rendered.ok) return none;
   // Written out, not spread from `none`: this runs for every execution.

@@ -64,10 +64,18 @@ export function flattenConditions(
   group = '',
   out: ConditionResult[] = [],
 ): ConditionResult[] {
-  const at = (step: string) => (group === '' ? step : `${group}.${step}`);
-  if (Array.isArray(node.all)) node.all.forEach((child, i) => flattenConditions(child, failures, at(`all[${i}]`), out));
-  else if (Array.isArray(node.any)) node.any.forEach((child, i) => flattenConditions(child, failures, at(`any[${i}]`), out));
-  else if (node.not !== undefined) flattenConditions(node.not, failures, at('not'), out);
+  if (Array.isArray(node.all)) node.all.forEach((child, i) => flattenConditions(child, failures, within(group, `all[${i}]`), out));
+  else if (Array.isArray(node.any)) node.any.forEach((child, i) => flattenConditions(child, failures, within(group, `any[${i}]`), out));
+  else if (node.not !== undefined) flattenConditions(node.not, failures, within(group, 'not'), out);
   else out.push(leafResult(node, group, failures));
   return out;
+}
+
+/**
+ * A step inside a group. A function of the module, not a closure made at each call: the engine's bundle keeps the
+ * names of functions (scripts/build-engine.mjs), and naming an arrow function made per call costs V8 a redefined
+ * property each time (about 0.4 µs), several times an event.
+ */
+function within(group: string, step: string): string {
+  return group === '' ? step : `${group}.${step}`;
 }
