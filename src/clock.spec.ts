@@ -14,6 +14,19 @@ describe('isoString', () => {
     for (let i = 0; i < 20_000; i++) same(Math.floor((next() / 2 ** 31) * 8.64e15 * (i % 2 ? 1 : -1) / 1_000));
   });
 
+  it('writes what toISOString writes for instants from two minutes in turn, and from three', () => {
+    const now = Date.UTC(2026, 10, 29, 7, 41, 50, 0);
+    for (let ms = now; ms < now + 20_000; ms += 13) {
+      same(ms);
+      same(ms + 30_000);
+      if (ms % 3 === 0) same(ms + 90_000);
+    }
+  });
+
+  it('drops a fraction of a millisecond as Date does', () => {
+    for (const ms of [1_764_400_000_123.9, 0.5, -0.5, -1_500.7, 59_999.999]) same(ms);
+  });
+
   it('keeps every millisecond and second with its zeros', () => {
     const minute = Date.UTC(2026, 0, 1, 0, 0);
     for (const offset of [0, 1, 9, 10, 99, 100, 999, 1_000, 9_009, 10_010, 59_999]) same(minute + offset);
