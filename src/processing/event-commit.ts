@@ -233,11 +233,11 @@ export class EventCommit {
   }
 
 
-  private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled, snapshot }: NewExecution, start: FirstEntry, now: string) {
+  private async insertExecution(sql: Statements, claim: ClaimedEvent, { id, match, throttled }: NewExecution, start: FirstEntry, now: string) {
     const status = throttled ? 'throttled' : start.resumeAt !== null ? 'waiting' : 'running';
     await sql.run(INSERT_EXECUTION, [
       id, claim.seq, claim.event_id, match.rule.id, match.rule.version, status,
-      JSON.stringify(match.evaluation.conditions), snapshotJson(match, snapshot), match.throttleKey, now, throttled ? now : null,
+      JSON.stringify(match.evaluation.conditions), snapshotJson(match), match.throttleKey, now, throttled ? now : null,
       throttled ? null : start.resumeAt, start.debounceKey, match.facts === undefined ? null : JSON.stringify(match.facts),
     ]);
   }
@@ -272,10 +272,10 @@ function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecuti
 /** A rule's snapshot as stored, by the loaded rule (the same for each of its executions; a reload loads new rules). */
 const snapshotTexts = new WeakMap<VerdictMatch['rule'], string>();
 
-/** `JSON.stringify(snapshot)` of the match's rule, written once per rule: every execution of a rule version stores the same text. */
-function snapshotJson({ rule }: VerdictMatch, snapshot: RuleSnapshot): string {
-  let text = snapshotTexts.get(rule);
-  if (text === undefined) snapshotTexts.set(rule, (text = JSON.stringify(snapshot)));
+/** The match's rule's snapshot as JSON, written once per rule: every execution of a rule version stores the same text. */
+function snapshotJson(match: VerdictMatch): string {
+  let text = snapshotTexts.get(match.rule);
+  if (text === undefined) snapshotTexts.set(match.rule, (text = JSON.stringify(snapshotOf(match))));
   return text;
 }
 
