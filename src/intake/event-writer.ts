@@ -199,6 +199,29 @@ export const INSERT_MANY = insertManySql();
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
 
+/**
+ * PostgreSQL: the key space of intake's locks on resources (`pg_advisory_xact_lock(int, int)`, a space of its own:
+ * the one-key locks the throttle takes never meet these).
+ */
+const RESOURCE_LOCKS = 0x45564e54;
+/**
+ * PostgreSQL: intake's transaction takes a lock on each resource of its batch (`hashtext` of the key, in order, so two
+ * commits never wait on each other in a circle) before its INSERT. Two replicas storing events about one resource at
+ * the same moment then store them one after the other: the second INSERT, started once the first commit is done, sees
+ * the first event waiting and leases nothing about that resource, and its seq is the larger. Without it each lease
+ * looked past the other's uncommitted event and both were evaluated at once, the later first as often as not
+ * (test/replicas-order.e2e-spec.ts). The lock lasts until the commit; within one process intake commits one batch at
+ * a time, so only replicas (or a replay, through the same writer) ever wait for it.
+ */
+const LOCK_RESOURCES = `SELECT pg_advisory_xact_lock(${RESOURCE_LOCKS}, h)
+  FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(?::text[]) AS k WHERE k IS NOT NULL) locks ORDER BY h`;
+
+/** Queued ahead of the INSERT (Statements.queue): it travels in the same write, and the INSERT starts once it is done. */
+function lockResources(sql: Statements, events: NewEvent[]): void {
+  const keys = events.map((e) => e.resourceKey).filter((key): key is string => key !== null);
+  if (keys.length > 0) sql.queue(LOCK_RESOURCES, [keys]).catch(() => undefined);
+}
+
 @Injectable()
 export class EventWriter {
   private readonly listeners: Array<() => void> = [];
@@ -258,6 +281,7 @@ export class EventWriter {
 
   private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
+    lockResources(sql, events);
     // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
     // per session (0.08 ms of planning a commit before).
     planOnceByKey(sql);
