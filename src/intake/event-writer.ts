@@ -281,10 +281,10 @@ export class EventWriter {
 
   private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    lockResources(sql, events);
     // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
-    // per session (0.08 ms of planning a commit before).
+    // per session (0.08 ms of planning a commit before). The lock's statement too (0.03 ms of planning a commit).
     planOnceByKey(sql);
+    lockResources(sql, events);
     const params = [
       now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
