@@ -70,4 +70,22 @@ onPostgres('two replicas, two events about one task at the same moment', () => {
     }
     expect(overtaken).toEqual([]);
   });
+
+  it('stores an event sent to both replicas at the same moment once, answers the other 200 duplicate, and acts on it once', async () => {
+    const events = Array.from({ length: 100 }, (_, k) => aTaskEvent('task.updated', { id: `tsk_twice_${k}`, title: `Twice ${k}` }));
+    const [a, b] = set.live();
+    for (const event of events) {
+      const answers = await Promise.all([deliver(a.url, event), deliver(b.url, event)]);
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 202]);
+    }
+    await set.settle(60_000);
+    const stored = await set.sql<{ event_id: string; runs: string }>(`
+      SELECT e.event_id, COUNT(r.id) AS runs FROM events e LEFT JOIN action_runs r ON r.event_seq = e.seq
+      WHERE e.event_id = ANY($1::text[]) GROUP BY e.event_id`, [events.map((e) => e.id)]);
+    expect(stored).toHaveLength(events.length);
+    expect(stored.filter((row) => Number(row.runs) !== 1)).toEqual([]);
+    const titles = new Set(events.map((e) => `After ${e.id}`));
+    const sent = set.requests('POST', /^\/v1\/tasks$/).filter((r) => titles.has(String((r.body as { title?: unknown }).title)));
+    expect(sent).toHaveLength(events.length);
+  });
 });
