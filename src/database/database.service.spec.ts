@@ -5,7 +5,7 @@ import { Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { StorageUnavailableError } from '../errors.js';
 import { databasesUnderTest, postgresUrlForTests, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
-import { dataSourceOptions } from './data-source.js';
+import { dataSourceOptions, SQLITE_CHECKPOINT_PAGES } from './data-source.js';
 import { Database } from './database.service.js';
 import { queryRows } from './sql.js';
 import { statementsOf } from './statements.js';
@@ -122,6 +122,16 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
         await reopenSqlite(db.dataSource);
         expect(await filesDuringUpdate()).toEqual([]);
         expect(await queryRows<{ temp_store: number }>(db.manager, 'PRAGMA temp_store')).toEqual([{ temp_store: 2 }]);
+      });
+    });
+
+    describe('checkpoints', () => {
+      const checkpointEvery = () => queryRows<{ wal_autocheckpoint: number }>(db.manager, 'PRAGMA wal_autocheckpoint');
+
+      it(`copy the log into the file every ${SQLITE_CHECKPOINT_PAGES} pages, not SQLite's 1,000, also after the connection is reopened`, async () => {
+        expect(await checkpointEvery()).toEqual([{ wal_autocheckpoint: SQLITE_CHECKPOINT_PAGES }]);
+        await reopenSqlite(db.dataSource);
+        expect(await checkpointEvery()).toEqual([{ wal_autocheckpoint: SQLITE_CHECKPOINT_PAGES }]);
       });
     });
   }
