@@ -48,6 +48,25 @@ describe('the engine bundle', () => {
     expect(run.calls).toEqual(['a', 'b']);
   });
 
+  it('is written in ASCII (V8 keeps a source with any other character at two bytes a character), with the same meaning', async () => {
+    const { buildEngineBundle } = (await import('../scripts/build-engine.mjs' as string)) as { buildEngineBundle(entry: string, outfile: string): Promise<void> };
+    // Non-ASCII characters where esbuild leaves them as they are (a comment, regular expressions) and where it escapes them itself.
+    writeFileSync(join(dir, 'text.mjs'), `
+      // Déjà vu — a comment esbuild keeps.
+      const plain = (s) => s.replace(/[àáâ]/g, 'a').replace(/é/g, 'e');
+      const smile = /😀/u;
+      const café = 'crème brûlée 😀';
+      process.stdout.write(JSON.stringify({ plain: plain('àé'), smile: smile.test(café), text: café, length: café.length }));
+    `);
+    const outfile = join(dir, 'text-bundle', 'main.mjs');
+    await buildEngineBundle(join(dir, 'text.mjs'), outfile);
+    expect(readFileSync(outfile, 'utf8')).not.toMatch(/[\u0080-\uffff]/);
+    expect(JSON.parse(execFileSync(process.execPath, [outfile], { encoding: 'utf8' }))).toEqual({ plain: 'ae', smile: true, text: 'crème brûlée 😀', length: 15 });
+    const bundle = 'dist/bundle/main.js';
+    if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first (npm test does)`);
+    expect(readFileSync(bundle, 'latin1')).not.toMatch(/[\u0080-\uffff]/);
+  });
+
   it('the engine, loaded, takes nothing from node_modules (no second TypeORM; the native addon loads when the database opens)', () => {
     const bundle = 'dist/bundle/main.js';
     if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first (npm test does)`);
