@@ -209,8 +209,8 @@ const RESOURCE_LOCKS = 0x45564e54;
  * commits never wait on each other in a circle) before its INSERT. Two replicas storing events about one resource at
  * the same moment then store them one after the other: the second INSERT, started once the first commit is done, sees
  * the first event waiting and leases nothing about that resource, and its seq is the larger. Without it each lease
- * looked past the other's uncommitted event and both were evaluated at once, the later first as often as not
- * (test/replicas-order.e2e-spec.ts). The lock lasts until the commit; within one process intake commits one batch at
+ * looked past the other's uncommitted event and both were evaluated at once: the later was acted on first in a
+ * quarter to a third of such pairs (test/replicas-order.e2e-spec.ts). The lock lasts until the commit; within one process intake commits one batch at
  * a time, so only replicas (or a replay, through the same writer) ever wait for it.
  */
 const LOCK_RESOURCES = `SELECT pg_advisory_xact_lock(${RESOURCE_LOCKS}, h)
