@@ -9,7 +9,7 @@
  *
  * PostgreSQL only: SQLite is one process's file.
  */
-import { checkPostgres } from './support/databases.js';
+import { postgresOnly } from './support/databases.js';
 import { aTaskEvent, deliver } from './support/events.js';
 import { useReplicas } from './support/replicas.js';
 
@@ -30,10 +30,7 @@ interface Row {
   run_finished: string;
 }
 
-const postgres = await checkPostgres();
-if (!postgres && process.env.REQUIRE_POSTGRES === '1') throw new Error('PostgreSQL is required (REQUIRE_POSTGRES=1) but does not answer');
-if (!postgres) process.stderr.write('\n  SKIPPED: "replicas-order": it needs PostgreSQL and no server answers\n\n');
-const onPostgres = postgres ? describe : describe.skip;
+const onPostgres = (await postgresOnly('replicas-order')) ? describe : describe.skip;
 
 onPostgres('two replicas, two events about one task at the same moment', () => {
   const set = useReplicas({

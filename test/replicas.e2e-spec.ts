@@ -12,7 +12,7 @@
  *
  * PostgreSQL only: SQLite is one process's file.
  */
-import { checkPostgres } from './support/databases.js';
+import { postgresOnly } from './support/databases.js';
 import { aTaskEvent, deliver, type TestEvent } from './support/events.js';
 import { replicaOutput, useReplicas, type ReplicaSet } from './support/replicas.js';
 import { waitUntil } from './support/wait.js';
@@ -136,10 +136,7 @@ function withOutput(set: ReplicaSet, error: unknown): never {
   throw error;
 }
 
-const postgres = await checkPostgres();
-if (!postgres && process.env.REQUIRE_POSTGRES === '1') throw new Error('PostgreSQL is required (REQUIRE_POSTGRES=1) but does not answer');
-if (!postgres) process.stderr.write('\n  SKIPPED: "replicas": they need PostgreSQL and no server answers\n\n');
-const onPostgres = postgres ? describe : describe.skip;
+const onPostgres = (await postgresOnly('replicas')) ? describe : describe.skip;
 
 onPostgres('three replicas on one PostgreSQL database', () => {
   const set = useReplicas({

@@ -89,5 +89,16 @@ export async function databasesUnderTest(suite: string): Promise<DatabaseKindUnd
   return [sqlite];
 }
 
+/**
+ * For a suite that runs on PostgreSQL only (replicas): whether it can run. Throws when REQUIRE_POSTGRES=1 and no
+ * server answers; otherwise says plainly that the suite is skipped.
+ */
+export async function postgresOnly(suite: string): Promise<boolean> {
+  if (await checkPostgres()) return true;
+  if (process.env.REQUIRE_POSTGRES === '1') throw new Error(`PostgreSQL is required (REQUIRE_POSTGRES=1) but ${POSTGRES_URL} does not answer`);
+  process.stderr.write(`\n  SKIPPED: "${suite}": it needs PostgreSQL and no server answers at ${POSTGRES_URL}\n\n`);
+  return false;
+}
+
 export const postgresUrlForTests = POSTGRES_URL;
 export { checkPostgres };
