@@ -38,7 +38,7 @@ import { CLOCK, isoIn, nowIso, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import { queryRows, unindexed } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
-import { planOnceByKey, plannedOnce } from '../database/planned-once.js';
+import { planEachTime, planOnceByKey, plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshLease, HeldBehind } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
@@ -304,6 +304,14 @@ export class WorkQueue {
   /** Identifies this process's leases. */
   readonly owner = randomUUID();
   private analyzedAt = 0;
+  /**
+   * PostgreSQL: whether this process's last event claim found nothing. The next one is then planned once per session
+   * (the usual case once intake and the outcome commits hand new events over: a wake-up finds nothing to claim);
+   * after a claim that found events, for its own values, as the drain of a backlog needs (planned once, claims that
+   * found some but fewer than they asked for, behind creates in flight, drained 200,000 waiting events at 0.71x the
+   * rate of 5,000 instead of 0.85-0.96x).
+   */
+  private lastEventClaimEmpty = false;
   /** The claims' statements, by limit (see limitSql). */
   private readonly claimEventsTexts = new Map<number, string>();
   /** The action claim's statements, by limit (SQLite only) and whether they look for runs whose lease ran out. */
@@ -334,8 +342,15 @@ export class WorkQueue {
     const before = pg ? [now, now, ...l, now, now, ...l] : [now, now];
     const unseen = [now, now, now, ...l, ...l];
     const params = [...lease, ...before, now, now, ...l, ...unseen, now, ...l];
+    // Planned for its values, the claim cost 3.1 ms of planning on the server against 1 ms of execution, and nearly
+    // all of those claims find nothing (pg_stat_statements, end to end under load, session 30): planned once, it is
+    // found by key alone (planned-once.ts), and its settings last only until the statement after it.
+    const plannedOnce = pg && this.lastEventClaimEmpty;
+    if (plannedOnce) planOnceByKey(sql);
     const started = performance.now();
     const rows = await sql.rows<ClaimedEvent>(this.claimEventsStatement(limit), params);
+    if (plannedOnce) planEachTime(sql);
+    this.lastEventClaimEmpty = rows.length === 0;
     this.refreshStatistics(performance.now() - started >= SLOW_CLAIM_MS || rows.length === limit);
     return rows.sort((a, b) => a.seq - b.seq);
   }

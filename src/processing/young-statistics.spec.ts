@@ -433,6 +433,69 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(inserted(plain)).toBe(32);
   });
 
+  it('plans the event claim that follows an empty one once, through indexes alone, and a plan made on a few events reads few of many', async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const events = (prefix: string, count: number, status: string): [string, unknown[]] => [
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+       SELECT '${prefix}-' || g, 'task.updated', 'task:${prefix}-' || g, '${status}', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, ${count}) g`,
+      [now, now],
+    ];
+    // Planned while the table is three events, one of them waiting; run once it has 3,000 done and 40 waiting.
+    await queryRows(core.db.manager, ...events('few', 3, 'processed'));
+    await queryRows(core.db.manager, ...events('one', 1, 'received'));
+    await queryRows(core.db.manager, 'ANALYZE events, action_runs');
+    const limit = 32;
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, claimEventsSql('postgres', '?'), eventClaimParams(now, limit), [
+      events('done', 3_000, 'processed'),
+      events('due', 40, 'received'),
+    ]);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(500);
+    // The same claim: 32 of the 41 waiting events.
+    expect(plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows']).toBe(limit);
+  });
+
+  it('plans an event claim for its values after one that found events, and once per session after one that found none', async () => {
+    const now = core.clock.now().toISOString();
+    await queryRows(
+      core.db.manager,
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.updated', 'task:' || g, 'received', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, 6) g`,
+      [now, now],
+    );
+    // One transaction, so one session: its prepared statements say how each execution was planned.
+    const counts = await core.db.write(async (manager) => {
+      const sql = statementsOf(manager);
+      const plans = async () => {
+        const [row] = await sql.rows<{ generic: number; custom: number; mode: string }>(
+          `SELECT COALESCE(SUM(generic_plans), 0)::int AS generic, COALESCE(SUM(custom_plans), 0)::int AS custom,
+                  current_setting('plan_cache_mode') AS mode
+           FROM pg_prepared_statements WHERE ltrim(statement) LIKE 'WITH barrier AS%'`,
+        );
+        return row;
+      };
+      const seen = [];
+      expect(await core.queue.claimEventsIn(sql, 4)).toHaveLength(4); // the first claim of a process: for its values
+      seen.push(await plans());
+      expect(await core.queue.claimEventsIn(sql, 4)).toHaveLength(2); // after one that found events: for its values
+      seen.push(await plans());
+      expect(await core.queue.claimEventsIn(sql, 4)).toHaveLength(0); // the same, though that one found fewer than asked
+      seen.push(await plans());
+      expect(await core.queue.claimEventsIn(sql, 4)).toHaveLength(0); // after one that found none: once
+      seen.push(await plans());
+      expect(await core.queue.claimEventsIn(sql, 4)).toHaveLength(0);
+      seen.push(await plans());
+      return seen;
+    });
+    expect(counts).toEqual([
+      { generic: 0, custom: 1, mode: 'force_custom_plan' },
+      { generic: 0, custom: 2, mode: 'force_custom_plan' },
+      { generic: 0, custom: 3, mode: 'force_custom_plan' },
+      { generic: 1, custom: 3, mode: 'force_custom_plan' },
+      { generic: 2, custom: 3, mode: 'force_custom_plan' },
+    ]);
+  });
+
   it('ends a batch of executions by key, their failed runs counted through their own index, on a table of a thousand', async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const manager = core.db.manager;
