@@ -16,6 +16,7 @@
 import { randomUUID } from 'node:crypto';
 import { isoString } from '../clock.js';
 import type { DatabaseKind } from '../database/data-source.js';
+import { planEachTime, planOnceByKey } from '../database/planned-once.js';
 import type { Statements } from '../database/statements.js';
 import { unindexed } from '../database/sql.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -148,7 +149,12 @@ export class EventCommit {
     for (const { p, executions } of plans) {
       if (finished.has(p.claim.seq) && p.verdict.status !== 'received') runs.push(...(await this.record(batched, p, executions, now, handOff)));
     }
+    // The batch's INSERTs and its seen mark find rows by key alone: planned once per session (planned-once.ts), where
+    // planning each cost 0.47 ms of the server's time a commit, 12 µs an event end to end (session 30); the session's
+    // own settings again for whatever follows in the transaction.
+    planOnceByKey(sql);
     await batched.flush();
+    planEachTime(sql);
     return runs;
   }
 

@@ -28,9 +28,10 @@ import { planEachTime, PLANNED_EACH_TIME_BY_KEY, PLANNED_ONCE_BY_KEY, planOnceBy
 import { queryRows, toDialect } from '../database/sql.js';
 import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
-import { openCore, type Core } from '../../test/support/core.js';
+import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { aRule } from '../../test/support/rule-factory.js';
 import { INSERT_MANY, insertManySql } from '../intake/event-writer.js';
-import { FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
+import { EventCommit, FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 import { claimActionRunsSql, claimEventsSql, freshLeaseSql } from './work-queue.js';
 
@@ -183,6 +184,51 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(marked.map(({ seq }) => Number(seq)).sort((a, b) => a - b)).toEqual(keys.map((_, i) => 2901 + i));
     // Only waiting events about those resources, and only once.
     expect(await queryRows(core.db.manager, `${MARK_SEEN_MANY} RETURNING seq`, [[...keys, 'task:1', 'task:2990']])).toHaveLength(1);
+  });
+
+  it("marks a batch's resources seen by key with a plan made once on a few events, once the table has thousands", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const events = (from: number, to: number, status: string, seen: boolean): [string, unknown[]] => [
+      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+       SELECT 'evt-' || g, 'task.updated', 'task:' || g, '${status}', 'webhook', '{}', ${seen}, ?, ? FROM generate_series(${from}, ${to}) g`,
+      [now, now],
+    ];
+    await queryRows(core.db.manager, ...events(1, 3, 'processed', true));
+    await queryRows(core.db.manager, 'ANALYZE events');
+    const keys = Array.from({ length: 64 }, (_, i) => `task:${2901 + i}`);
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, MARK_SEEN_MANY, [keys], [events(4, 2900, 'processed', true), events(2901, 3000, 'received', false)]);
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(64 * 4);
+    // Without RETURNING the UPDATE itself returns nothing: the rows it changed are those the plan below it found.
+    expect(plan.find((n) => n['Node Type'] === 'ModifyTable')?.Plans?.[0]['Actual Rows']).toBe(64);
+  });
+
+  it('plans the INSERTs and the seen mark of a batch of evaluated events once per session', async () => {
+    core.useRules(aRule({ id: 'in-prj-1', conditions: { all: [{ fact: 'event', path: '$.data.task.project_id', operator: 'equal', value: 'prj_1' }] } }));
+    for (let i = 0; i < 4; i++) await core.store(taskEvent('task.completed'));
+    const claims = await core.queue.claimEvents(4);
+    expect(claims).toHaveLength(4);
+    const prepared = await Promise.all(claims.map((claim) => core.processor.prepare(claim)));
+    const committer = new EventCommit('postgres', false, core.metrics);
+    const now = core.clock.now().toISOString();
+    // One transaction, so one session: its prepared statements say how each execution was planned.
+    const plans = await core.db.write(async (manager) => {
+      const sql = statementsOf(manager);
+      for (const batch of [prepared.slice(0, 2), prepared.slice(2)]) expect(await committer.commitAll(sql, batch, core.queue.owner, now)).toHaveLength(2);
+      return sql.rows<{ statement: string; generic: number; custom: number }>(
+        `SELECT CASE WHEN ltrim(statement) LIKE 'UPDATE%' THEN 'the seen mark' ELSE split_part(ltrim(statement), ' ', 3) END AS statement,
+                generic_plans::int AS generic, custom_plans::int AS custom
+         FROM pg_prepared_statements WHERE ltrim(statement) LIKE 'INSERT INTO %' OR ltrim(statement) LIKE 'UPDATE events SET seen_resource%'
+         ORDER BY 1`,
+      );
+    });
+    expect(plans).toEqual([
+      { statement: 'action_runs', generic: 2, custom: 0 },
+      { statement: 'executions', generic: 2, custom: 0 },
+      { statement: 'resource_snapshots', generic: 2, custom: 0 },
+      { statement: 'the seen mark', generic: 2, custom: 0 },
+    ]);
+    expect(await core.executions(claims[3].event_id)).toHaveLength(1);
   });
 
   it('walks the due action runs in order and stops at the limit, however few runs the statistics counted', async () => {
