@@ -113,14 +113,16 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     return found;
   }
 
+  /** The INSERT of events evt-<tag><g> about task:<tag><g>, for g from `from` to `to`, and its parameters. */
+  const eventRows = (now: string, { from = 1, to, status, seen = true, tag = '' }: { from?: number; to: number; status: string; seen?: boolean; tag?: string }): [string, unknown[]] => [
+    `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
+     SELECT 'evt-${tag}' || g, 'task.updated', 'task:${tag}' || g, '${status}', 'webhook', '{}', ${seen}, ?, ? FROM generate_series(${from}, ${to}) g`,
+    [now, now],
+  ];
+
   /** 3,000 events already processed, about task:1 … task:3000, and statistics taken of them. */
   async function processedEvents(now: string): Promise<void> {
-    await queryRows(
-      core.db.manager,
-      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.updated', 'task:' || g, 'processed', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, 3000) g`,
-      [now, now],
-    );
+    await queryRows(core.db.manager, ...eventRows(now, { to: 3000, status: 'processed' }));
     await queryRows(core.db.manager, 'ANALYZE events');
   }
 
@@ -188,11 +190,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
 
   it("marks a batch's resources seen by key with a plan made once on a few events, once the table has thousands", async () => {
     const now = '2026-11-27T00:00:00.000Z';
-    const events = (from: number, to: number, status: string, seen: boolean): [string, unknown[]] => [
-      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
-       SELECT 'evt-' || g, 'task.updated', 'task:' || g, '${status}', 'webhook', '{}', ${seen}, ?, ? FROM generate_series(${from}, ${to}) g`,
-      [now, now],
-    ];
+    const events = (from: number, to: number, status: string, seen: boolean) => eventRows(now, { from, to, status, seen });
     await queryRows(core.db.manager, ...events(1, 3, 'processed', true));
     await queryRows(core.db.manager, 'ANALYZE events');
     const keys = Array.from({ length: 64 }, (_, i) => `task:${2901 + i}`);
@@ -481,11 +479,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
 
   it('plans the event claim that follows an empty one once, through indexes alone, and a plan made on a few events reads few of many', async () => {
     const now = '2026-11-27T00:00:00.000Z';
-    const events = (prefix: string, count: number, status: string): [string, unknown[]] => [
-      `INSERT INTO events (event_id, type, resource_key, status, source, payload, seen_resource, received_at, next_attempt_at)
-       SELECT '${prefix}-' || g, 'task.updated', 'task:${prefix}-' || g, '${status}', 'webhook', '{}', TRUE, ?, ? FROM generate_series(1, ${count}) g`,
-      [now, now],
-    ];
+    const events = (prefix: string, count: number, status: string) => eventRows(now, { to: count, status, tag: `${prefix}-` });
     // Planned while the table is three events, one of them waiting; run once it has 3,000 done and 40 waiting.
     await queryRows(core.db.manager, ...events('few', 3, 'processed'));
     await queryRows(core.db.manager, ...events('one', 1, 'received'));
