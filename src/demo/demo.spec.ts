@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { WebhookLogEntry } from '../simulator/simulator.js';
 import { colors, type CliContext } from '../cli/cli-output.js';
 import {
@@ -153,6 +155,25 @@ describe(runDemo.name, () => {
     expect(out).toContain('1. A release task is completed in the service');
     expect(out.at(-1)).toBe('Everything the example rules promise happened at the service.');
     expect(out.join('\n')).not.toMatch(/whsec_demo_/);
+  }, 60_000);
+});
+
+describe(startDemo.name, () => {
+  it('starts the engine on another port when the one asked for is taken, and the service sends its webhooks there', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    const demo = await startDemo({ ...ENV, PORT: String(port) }, () => undefined);
+    try {
+      expect(demo.world.engineUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(demo.world.engineUrl).not.toBe(`http://127.0.0.1:${port}`);
+      const sent = demo.world.sim.emit('project.created', { project: { id: 'prj_port', name: 'Ports' } });
+      const delivered = await demo.world.sim.waitForWebhook((e) => e.event.id === sent.id, 10_000);
+      expect(delivered).toMatchObject({ state: 'delivered', status: 202 });
+    } finally {
+      await demo.close();
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
+    }
   }, 60_000);
 });
 

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,18 +47,18 @@ function preferredPort(raw: string | undefined, fallback: number): number {
   return Number.isInteger(n) && n >= 0 && n <= 65_535 ? n : fallback;
 }
 
-/** The preferred port when it is free, else one the system picks. */
-async function freePort(preferred: number): Promise<number> {
-  const listen = (port: number) =>
-    new Promise<number>((resolve, reject) => {
-      const server = createServer();
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => {
-        const { port: bound } = server.address() as { port: number };
-        server.close(() => resolve(bound));
-      });
-    });
-  return listen(preferred).catch(() => listen(0));
+/**
+ * The preferred port when it is free, else 0: the system picks one when the
+ * engine listens. Never a port found free and let go, which another process
+ * may take before the engine listens on it.
+ */
+function freeOrAny(preferred: number): Promise<number> {
+  return new Promise<number>((resolve) => {
+    if (preferred === 0) return resolve(0);
+    const server = createServer();
+    server.once('error', () => resolve(0));
+    server.listen(preferred, '127.0.0.1', () => server.close(() => resolve(preferred)));
+  });
 }
 
 async function startSimulatorOn(preferred: number, options: Parameters<typeof startSimulator>[0]): Promise<Simulator> {
@@ -107,10 +107,10 @@ export async function startDemo(env: CliContext['env'], log: (line: string) => v
   const given = env.WEBHOOK_SECRET?.split(',').map((s) => s.trim()).find((s) => s !== '');
   const secret = given ?? `whsec_demo_${token(16)}`;
   const apiKey = `ac_test_demo_${token(12)}`;
-  const enginePort = await freePort(preferredPort(env.PORT, 3000));
+  const enginePort = await freeOrAny(preferredPort(env.PORT, 3000));
+  // Webhooks get their address once the engine listens, on the port it was given.
   const sim = await startSimulatorOn(preferredPort(env.SIMULATOR_PORT, 4010), {
     host: '127.0.0.1',
-    webhookUrl: `http://127.0.0.1:${enginePort}/webhooks`,
     webhookSecret: secret,
     signatureScheme: 'hmac-sha256',
   });
@@ -127,7 +127,9 @@ export async function startDemo(env: CliContext['env'], log: (line: string) => v
     const logger = new JsonLogger(config.logLevel, new Redactor(secretsOf(config)), (line) => log(line.trimEnd()));
     app = await createApp(config, { logger });
     await app.listen(config.port, '127.0.0.1');
-    const engineUrl = `http://127.0.0.1:${config.port}`;
+    const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
+    const engineUrl = `http://127.0.0.1:${port}`;
+    sim.setWebhookUrl(`${engineUrl}/webhooks`);
     await waitUntilReady(engineUrl);
     const world: DemoWorld = { sim, engineUrl, adminToken: config.adminToken, secret, scheme: 'hmac-sha256', apiKey, examplesDir: EXAMPLE_EVENTS };
     return { world, app, config, tempDir, secretFromEnv: given !== undefined, close };

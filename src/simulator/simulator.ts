@@ -37,6 +37,8 @@ export interface Simulator {
   readonly effectsByIdempotencyKey: ReadonlyMap<string, number>;
   readonly faults: Readonly<Faults>;
   setFaults(settings: FaultSettings): void;
+  /** Where webhooks go from now on (the demo learns its engine's port after the simulator is up). */
+  setWebhookUrl(url: string): void;
   reset(): void;
   /** Sends a signed webhook with a fresh event id, as if the service had a change to report. */
   emit(type: string, data?: Record<string, unknown>): WebhookEvent;
@@ -102,6 +104,7 @@ function simulatorHandle(core: SimulatorCore, server: Server, origin: string, po
     get effectsByIdempotencyKey() { return core.idempotency.effects; },
     get faults() { return core.faults; },
     setFaults: (settings) => core.setFaults(settings),
+    setWebhookUrl: (url) => core.sender.sendTo(url),
     reset: () => core.reset(),
     emit: (type, data = {}) => core.emit(type, data),
     waitForWebhooksIdle: (timeoutMs = 5000) =>

@@ -217,5 +217,16 @@ describe(startSimulator.name, () => {
       expect(receiver.received).toHaveLength(0);
       expect(sim.webhooks[0]).toMatchObject({ state: 'skipped', attempts: 0 });
     });
+
+    it('sends to a webhook URL given after it started, signed as before', async () => {
+      await start({ webhookUrl: undefined });
+      sim.emit('project.created', { project: { id: 'prj_8' } });
+      sim.setWebhookUrl(receiver.url);
+      const sent = sim.emit('project.created', { project: { id: 'prj_9' } });
+      await sim.waitForIdle();
+      expect(receiver.received.map((r) => r.event.id)).toEqual([sent.id]);
+      expect(verify(receiver.received[0], 'hmac-sha256')).toEqual({ ok: true });
+      expect(sim.webhooks.map((e) => e.state)).toEqual(['skipped', 'delivered']);
+    });
   });
 });

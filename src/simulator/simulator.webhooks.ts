@@ -100,6 +100,11 @@ export class WebhookSender {
     return entry;
   }
 
+  /** Where deliveries go from now on; one already on the wire finishes where it was going. */
+  sendTo(url: string): void {
+    this.target.url = url;
+  }
+
   whenIdle(): Promise<void> {
     if (this.idle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
