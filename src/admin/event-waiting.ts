@@ -10,7 +10,7 @@
  */
 import type { EntityManager } from 'typeorm';
 import type { EventEntity } from '../database/event.entity.js';
-import { queryRows } from '../database/sql.js';
+import { kindOf, queryRows, waitingEvent } from '../database/sql.js';
 import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from '../processing/runs-in-flight.js';
 
 export type WaitingReason =
@@ -44,7 +44,7 @@ async function behindResource(manager: EntityManager, event: EventEntity): Promi
   const reasons: WaitingReason[] = [];
   const [earlier] = await queryRows<{ event_id: string }>(
     manager,
-    `SELECT event_id FROM events WHERE resource_key = ? AND status = 'received' AND seq < ? ORDER BY seq LIMIT 1`,
+    `SELECT event_id FROM events WHERE resource_key = ? AND ${waitingEvent(kindOf(manager.connection))} AND seq < ? ORDER BY seq LIMIT 1`,
     [resource, event.seq],
   );
   if (earlier) reasons.push({ kind: 'behind_event', event_id: earlier.event_id, resource });

@@ -33,6 +33,7 @@ import { RunsInFlightByKey1765600000000 } from './migrations/1765600000000-runs-
 import { FailedRunsByExecution1765700000000 } from './migrations/1765700000000-failed-runs-by-execution.js';
 import { UnfinishedRunsWithoutList1765800000000 } from './migrations/1765800000000-unfinished-runs-without-list.js';
 import { ThrottleKeysOnly1765900000000 } from './migrations/1765900000000-throttle-keys-only.js';
+import { WaitingByResourceByKey1766000000000 } from './migrations/1766000000000-waiting-by-resource-by-key.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -57,6 +58,7 @@ export const MIGRATIONS = [
   FailedRunsByExecution1765700000000,
   UnfinishedRunsWithoutList1765800000000,
   ThrottleKeysOnly1765900000000,
+  WaitingByResourceByKey1766000000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -46,4 +46,17 @@ export function unindexed(column: string, empty = "''"): string {
   return `COALESCE(${column}, ${empty})`;
 }
 
+/**
+ * An event still waiting, as the statements that look for one about a resource write it (`alias`: `p.`, or none).
+ * On PostgreSQL the predicate of idx_events_waiting_resource there (migration 1766000000000), which no other index
+ * serves (the runs in flight are found the same way, processing/runs-in-flight.ts), and which is not `unindexed`:
+ * statements that find events by key must not find them through it. As a plain `status = 'received'`, planned on
+ * statistics taken while few events waited, intake's lease and the event claims walked the index of events by status
+ * through every waiting event for each event they checked (65 rows read per event end to end in half the
+ * benchmark's runs, against 20; young-statistics.spec.ts).
+ */
+export function waitingEvent(kind: DatabaseKind, alias = ''): string {
+  return kind === 'postgres' ? `(${alias}status || '') = 'received'` : `${alias}status = 'received'`;
+}
+
 export { databaseKind };

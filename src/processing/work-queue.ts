@@ -36,7 +36,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, isoIn, nowIso, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
-import { queryRows, unindexed } from '../database/sql.js';
+import { queryRows, unindexed, waitingEvent } from '../database/sql.js';
 import type { DatabaseKind } from '../database/data-source.js';
 import { planEachTime, planOnceByKey, plannedOnce } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
@@ -117,7 +117,7 @@ function claimFilters(kind: DatabaseKind): string {
   const fence = kind === 'postgres' ? ' OFFSET 0' : '';
   return `e.next_attempt_at <= ? AND (e.lease_until IS NULL OR e.lease_until < ?)
         AND NOT EXISTS (SELECT 1 FROM events p
-                        WHERE p.resource_key = e.resource_key AND p.status = 'received' AND p.seq < e.seq${fence})
+                        WHERE p.resource_key = e.resource_key AND ${waitingEvent(kind, 'p.')} AND p.seq < e.seq${fence})
         AND NOT EXISTS (SELECT 1 FROM action_runs a
                         WHERE a.resource_key = e.resource_key AND a.event_seq < e.seq AND ${UNFINISHED_RUN}${fence})`;
 }
@@ -140,7 +140,7 @@ const ANY_CLAIMABLE_SQLITE = `SELECT
  */
 function behindEarlier(kind: DatabaseKind): string {
   const fence = kind === 'postgres' ? ' OFFSET 0' : '';
-  return `NOT EXISTS (SELECT 1 FROM events p WHERE p.resource_key = b.resource_key AND p.status = 'received'${fence})
+  return `NOT EXISTS (SELECT 1 FROM events p WHERE p.resource_key = b.resource_key AND ${waitingEvent(kind, 'p.')}${fence})
       AND NOT EXISTS (SELECT 1 FROM action_runs a WHERE a.resource_key = b.resource_key AND ${UNFINISHED_RUN}${fence})`;
 }
 

@@ -421,6 +421,30 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(leased.map(({ event_id }) => event_id)).toEqual(['evt-1', 'evt-2', 'evt-3']);
   });
 
+  it("plans intake's lease once so that it finds a new event's waiting predecessors by its resource, however few waiting events the statistics counted", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    // Statistics taken when 3,000 events were done and none waited; planned then, run once 400 others wait.
+    await processedEvents(now);
+    const grow: Array<[string, unknown[]]> = [eventRows(now, { from: 5_001, to: 5_400, status: 'received', tag: 'busy-' })];
+    const params = insertLeasingParams(taskEvents(32, 4, 10_001), now);
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, insertLeasing, params, grow);
+    // Planned from `status = 'received'`, it walked the index of events by status through all 400 for each new event.
+    expect(plan.map((n) => n['Index Name']).filter((name) => name === 'idx_events_status_seq')).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(32 * 4);
+    expect(plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows']).toBe(32);
+  });
+
+  it("plans the event claim once so that it finds a candidate's waiting predecessors by its resource, however few waiting events the statistics counted", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    await processedEvents(now);
+    const grow: Array<[string, unknown[]]> = [eventRows(now, { from: 5_001, to: 5_400, status: 'received', tag: 'busy-' })];
+    const limit = 32;
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, claimEventsSql('postgres', '?'), eventClaimParams(now, limit), grow);
+    expect(plan.map((n) => n['Index Name']).filter((name) => name === 'idx_events_status_seq')).toEqual([]);
+    expect(rowsRead(plan)).toBeLessThan(limit * 8);
+    expect(plan.find((n) => n['Node Type'] === 'ModifyTable')?.['Actual Rows']).toBe(limit);
+  });
+
   it('plans the action claim once, through indexes alone, and a plan made on a table of a few runs reads few runs of many', async () => {
     const now = '2026-11-27T00:00:00.000Z';
     const runs = (prefix: string, count: number, status: string) => [
