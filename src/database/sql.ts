@@ -52,8 +52,8 @@ export function unindexed(column: string, empty = "''"): string {
  * serves (the runs in flight are found the same way, processing/runs-in-flight.ts), and which is not `unindexed`:
  * statements that find events by key must not find them through it. As a plain `status = 'received'`, planned on
  * statistics taken while few events waited, intake's lease and the event claims walked the index of events by status
- * through every waiting event for each event they checked (65 rows read per event end to end in half the
- * benchmark's runs, against 20; young-statistics.spec.ts).
+ * through every waiting event for each event they checked (54–115 rows read per event end to end in 8 of 17 runs of
+ * the benchmark, against 20 in the others; young-statistics.spec.ts).
  */
 export function waitingEvent(kind: DatabaseKind, alias = ''): string {
   return kind === 'postgres' ? `(${alias}status || '') = 'received'` : `${alias}status = 'received'`;
