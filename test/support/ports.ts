@@ -21,13 +21,17 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<{ started: T; port: number }> {
+/** How a start says its port was taken: Node's code, or the words of a server that says it in its own (PostgreSQL). */
+const PORT_TAKEN = /EADDRINUSE|Address already in use/;
+
+/** Starts on a free port (`first`, if given, for the first try), and on another while the one tried was taken. */
+export async function onFreePort<T>(start: (port: number) => Promise<T>, first?: number): Promise<{ started: T; port: number }> {
   for (let tries = 1; ; tries++) {
-    const port = await freePort();
+    const port = tries === 1 && first !== undefined ? first : await freePort();
     try {
       return { started: await start(port), port };
     } catch (error) {
-      if (tries >= TRIES || !String((error as Error)?.message).includes('EADDRINUSE')) throw error;
+      if (tries >= TRIES || !PORT_TAKEN.test(String((error as Error)?.message))) throw error;
     }
   }
 }

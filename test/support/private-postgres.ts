@@ -28,15 +28,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { withPostgresClient } from './databases.js';
-import { freePort } from './ports.js';
+import { onFreePort } from './ports.js';
 
 const run = promisify(execFile);
 
 const OS_USER = 'postgres';
 /** pg_ctl's own wait for start and stop, in seconds. */
 const PG_CTL_WAIT_S = 30;
-/** Ports tried for a new server's first start. */
-const PORT_TRIES = 4;
 
 interface Binaries {
   bin: string;
@@ -85,8 +83,10 @@ export class PrivatePostgres {
     private readonly tools: Binaries,
     /** Holds the cluster (data/), its socket and its log. */
     readonly dir: string,
-    private listensOn: number,
   ) {}
+
+  /** Set by the first start (a free port), kept for the restarts. */
+  private listensOn = 0;
 
   /** Stays the same across stop() and start(). */
   get port(): number {
@@ -123,11 +123,15 @@ export class PrivatePostgres {
     if (typeof found === 'string') throw new Error(`cannot run a private PostgreSQL server: ${found}`);
     const dir = mkdtempSync(join(tmpdir(), 'engine-private-pg-'));
     if (found.asUser) chownSync(dir, found.asUser.uid, found.asUser.gid);
-    const server = new PrivatePostgres(found, dir, firstPort ?? (await freePort()));
+    const server = new PrivatePostgres(found, dir);
     server.watchdog();
     try {
       await server.pg('initdb', '-D', server.dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync');
-      await server.startOnFreePort();
+      // A port found free may be taken before the server binds it: then another is tried (ports.ts).
+      await onFreePort((port) => {
+        server.listensOn = port;
+        return server.start();
+      }, firstPort);
     } catch (error) {
       await server.remove();
       throw error;
@@ -152,18 +156,6 @@ export class PrivatePostgres {
     const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
     await this.pg('pg_ctl', '-D', this.dataDir, '-l', join(this.dir, 'server.log'), '-o', options, '-w', '-t', String(PG_CTL_WAIT_S), 'start');
     this.running = true;
-  }
-
-  /** The first start: a port found free may be taken before the server binds it (ports.ts), and then another is tried. */
-  private async startOnFreePort(): Promise<void> {
-    for (let tries = 1; ; tries++) {
-      try {
-        return await this.start();
-      } catch (error) {
-        if (tries >= PORT_TRIES || !(error as Error).message.includes('Address already in use')) throw error;
-        this.listensOn = await freePort();
-      }
-    }
   }
 
   /**
