@@ -9,6 +9,7 @@
  * workers.ts wires them.
  */
 import { Logger } from '@nestjs/common';
+import { scopeOfEvent } from '../causal-scope.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
 import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 import { statementsOf } from '../database/statements.js';
@@ -193,6 +194,23 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     expect(decided).toEqual([]);
     expect(await core.event(behind.id)).toMatchObject({ status: 'received', leaseOwner: null });
     expect(handed.map((e) => [e.event_id, e.held !== undefined])).toEqual([[waiting.id, false], ['new-in-a', true]]);
+  });
+
+  it('decides a new resource that an earlier event of the same commit has given its first snapshot: it is seen, not held behind a create', async () => {
+    core.useRules(releasesOnly);
+    await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:B' }, 10_000);
+    core.clock.advance(1);
+    // One task, first in project A (no create in flight there), then moved to B, where a create is in flight.
+    const inA = updated({ id: 'tsk_moved', project_id: 'A' });
+    const inB = updated({ id: 'tsk_moved', project_id: 'B' });
+    await Promise.all([inA, inB].map((event) => core.writer.write({
+      eventId: event.id, type: event.type, resourceKey: 'task:tsk_moved', scope: scopeOfEvent('task:tsk_moved', event.data),
+      source: 'webhook', payload: JSON.stringify(event),
+    })));
+
+    expect(decided.map((e) => e.event_id)).toEqual([inA.id, inB.id]);
+    expect(handed).toEqual([]);
+    expect(await core.event(inB.id)).toMatchObject({ status: 'ignored', seenResource: true });
   });
 
   it('stores nothing for a duplicate: the first event’s row and snapshot stay', async () => {
