@@ -232,6 +232,35 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
         expect(await committedNotes(kind.name, testDb.url)).toEqual(['one', 'three', 'two']);
       });
 
+      it('as the last of its transaction (queueRows), on PostgreSQL leaves with the COMMIT in one write, its rows read once both are answered', async () => {
+        let writes = 0;
+        let restore = () => undefined as unknown;
+        const { rows } = await db.write(async (m) => {
+          const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;
+          const stream = session.connection.stream as { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
+          const write = stream._write;
+          const writev = stream._writev;
+          stream._write = (...args: unknown[]) => (writes++, write.apply(stream, args));
+          stream._writev = (...args: unknown[]) => (writes++, writev.apply(stream, args));
+          restore = () => Object.assign(stream, { _write: write, _writev: writev });
+          return { rows: statementsOf(m).queueRows<{ body: string }>(`${insert} RETURNING body`, ['returned']) };
+        });
+        restore();
+        expect({ writes, rows: await rows }).toEqual({ writes: 1, rows: [{ body: 'returned' }] });
+        expect(await committedNotes(kind.name, testDb.url)).toEqual(['returned']);
+      });
+
+      it('as the last of its transaction (queueRows), on PostgreSQL fails the commit when it fails, and its rows with the same error', async () => {
+        let rows: Promise<unknown> | undefined;
+        const failing = db.write(async (m) => {
+          await statementsOf(m).queue(insert, ['queued before it']);
+          rows = statementsOf(m).queueRows(`${insert} RETURNING body`, [null]); // NOT NULL
+        });
+        await expect(failing).rejects.toMatchObject({ message: expect.stringMatching(/null value/) });
+        await expect(rows).rejects.toMatchObject({ message: expect.stringMatching(/null value/) });
+        expect(await committedNotes(kind.name, testDb.url)).toEqual([]);
+      });
+
       it('on PostgreSQL goes out on a pipelined session (pg 8 deprecates queuing outside pipeline mode, pg 9 refuses it)', async () => {
         const pipelined = await db.write(async (m) => {
           const sql = statementsOf(m);

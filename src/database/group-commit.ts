@@ -32,14 +32,22 @@ export const MAX_HOLDS = 2;
 /** Told of each committed batch's results, before its callers are. */
 export type AfterCommit<O> = (results: O[]) => void;
 
+/**
+ * A batch's results known only once its transaction's statements are answered: its last statement sent with the
+ * COMMIT (Statements.queueRows), so the transaction's work returns before they are. Awaited after the commit.
+ */
+export interface Answered<O> {
+  answered: Promise<O[]>;
+}
+
 export class GroupCommit<I, O> {
   private waiting: Waiting<I, O>[] = [];
   private flushing = false;
 
   constructor(
     private readonly db: Database,
-    /** Commits a batch inside the transaction; one result per item, in order. */
-    private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[]>,
+    /** Commits a batch inside the transaction; one result per item, in order (or their promise: Answered). */
+    private readonly commitBatch: (manager: EntityManager, items: I[]) => Promise<O[] | Answered<O>>,
     private readonly options: GroupCommitOptions = {},
     private readonly afterCommit?: AfterCommit<O>,
   ) {}
@@ -60,7 +68,8 @@ export class GroupCommit<I, O> {
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
       try {
-        const results = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
+        const committed = await this.db.write((manager) => this.commitBatch(manager, batch.map((w) => w.item)), { durable: this.options.durable });
+        const results = Array.isArray(committed) ? committed : await committed.answered;
         this.afterCommit?.(results);
         batch.forEach((waiting, i) => waiting.resolve(results[i]));
       } catch (error) {

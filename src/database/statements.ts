@@ -34,6 +34,13 @@ export interface Statements {
    * the COMMIT, and if it fails, so does the commit. Elsewhere it is `run`.
    */
   queue(sql: string, params?: readonly unknown[]): Promise<void>;
+  /**
+   * The rows of the last statement of a transaction of `Database.write`, sent as `queue` sends it: on PostgreSQL the
+   * COMMIT then leaves in the same write, and the rows arrive before its answer, one round trip for both instead of
+   * two. The transaction's work returns without waiting for them; if the statement fails, so does the commit.
+   * Elsewhere it is `rows`.
+   */
+  queueRows<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
 }
 
 interface SqliteStatement {
@@ -86,6 +93,9 @@ function sqliteStatements(connection: SqliteConnection): Statements {
     },
     async queue(sql: string, params: readonly unknown[] = []) {
       sqliteStatement(connection, sql).run(...params.map(sqliteValue));
+    },
+    async queueRows<T>(sql: string, params: readonly unknown[] = []) {
+      return sqliteStatement(connection, sql).all(...params.map(sqliteValue)) as T[];
     },
   };
 }
@@ -146,6 +156,13 @@ function pgStatements(client: PgQueryable): Statements {
       }
       sent.catch(() => undefined); // Looked at when the transaction commits (transactions.ts, at the commit).
       pipeline.push(sent);
+    },
+    queueRows<T>(sql: string, params: readonly unknown[] = []) {
+      const sent = query(sql, params);
+      pipelines.get(client)?.push(sent);
+      const rows = sent.then((result) => result.rows as T[]);
+      rows.catch(() => undefined); // The commit fails with it; whoever waits for the rows hears of it too.
+      return rows;
     },
   };
 }

@@ -20,7 +20,7 @@ import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, nowIso, type Clock } from '../clock.js';
 import { Database } from '../database/database.service.js';
 import type { EventSource } from '../database/event.entity.js';
-import { GroupCommit } from '../database/group-commit.js';
+import { GroupCommit, type Answered } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { EventEnvelope } from './envelope.js';
@@ -260,13 +260,24 @@ export class EventWriter {
     return this.batches.submit(event);
   }
 
-  private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[]> {
+  /**
+   * On PostgreSQL the batch's one INSERT is its transaction's last statement: sent with the COMMIT (queueRows), its
+   * rows are read once both are answered, one round trip a commit instead of two.
+   */
+  private async insert(sql: Statements, events: NewEvent[]): Promise<WriteOutcome[] | Answered<WriteOutcome>> {
     this.leased = undefined;
     const receivedAt = nowIso(this.clock);
     const lease = this.handOff?.lease();
-    const rows = this.db.kind === 'postgres'
-      ? await this.insertMany(sql, events, receivedAt, lease)
-      : await this.insertEach(sql, events, receivedAt, lease);
+    if (this.db.kind === 'postgres') {
+      const answered = this.insertMany(sql, events, receivedAt, lease).then((rows) => this.stored(events, rows, lease, receivedAt));
+      answered.catch(() => undefined); // The commit fails with the INSERT's error, and GroupCommit tells the callers.
+      return { answered };
+    }
+    return this.stored(events, await this.insertEach(sql, events, receivedAt, lease), lease, receivedAt);
+  }
+
+  /** What each event of the batch was, from the rows its statements stored; what it leased, for `committed`. */
+  private stored(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): WriteOutcome[] {
     if (rows.length > 0) this.leased = leasedOf(events, rows, lease, receivedAt);
     const inserted = new Set(rows.map((r) => r.event_id));
     // The first of two events with one id in a batch is the new one; the second is its duplicate.
@@ -290,8 +301,8 @@ export class EventWriter {
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ];
-    if (lease === undefined) return sql.rows<Inserted>(INSERT_MANY, params);
-    return sql.rows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
+    if (lease === undefined) return sql.queueRows<Inserted>(INSERT_MANY, params);
+    return sql.queueRows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
   }
 
   /** SQLite: event by event, leased while there is room (each sees the ones before it, leased or not). */

@@ -43,6 +43,10 @@ export class BatchedStatements implements Statements {
     return this.sql.queue(sql, params);
   }
 
+  queueRows<T>(sql: string, params?: readonly unknown[]): Promise<T[]> {
+    return this.sql.queueRows<T>(sql, params);
+  }
+
   /**
    * Writes what was gathered, one statement per table, in the order the tables were first written; queued
    * (statements.ts `queue`): their outcome is the commit's.
