@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Logger } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { StorageUnavailableError } from '../errors.js';
 import { databasesUnderTest, postgresUrlForTests, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
 import { dataSourceOptions, SQLITE_CHECKPOINT_PAGES } from './data-source.js';
@@ -158,6 +158,17 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     }
   });
 
+  /** PostgreSQL: counts the writes to the socket of the transaction's session, until `stop`. */
+  function countWrites(m: EntityManager): { count: number; stop(): void } {
+    const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;
+    const stream = session.connection.stream as { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
+    const { _write: write, _writev: writev } = stream;
+    const counter = { count: 0, stop: () => Object.assign(stream, { _write: write, _writev: writev }) };
+    stream._write = (...args: unknown[]) => (counter.count++, write.apply(stream, args));
+    stream._writev = (...args: unknown[]) => (counter.count++, writev.apply(stream, args));
+    return counter;
+  }
+
   describe('a queued statement (Statements.queue)', () => {
     const insert = 'INSERT INTO notes (body) VALUES (?)';
 
@@ -209,23 +220,16 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
 
       it('on PostgreSQL leaves with the statements sent in the same tick, in one write to the socket', async () => {
         const stored = await db.write(async (m) => {
-          const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;
-          const stream = session.connection.stream as { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
-          let writes = 0;
-          const write = stream._write;
-          const writev = stream._writev;
-          stream._write = (...args: unknown[]) => (writes++, write.apply(stream, args));
-          stream._writev = (...args: unknown[]) => (writes++, writev.apply(stream, args));
+          const writes = countWrites(m);
           try {
             const sql = statementsOf(m);
             const queued = [sql.queue(insert, ['one']), sql.queue(insert, ['two']), sql.queue(insert, ['three'])];
             const counted = sql.rows<{ n: string }>('SELECT COUNT(*) AS n FROM notes');
             await Promise.all(queued);
             const [{ n }] = await counted;
-            return { writes, n: Number(n) };
+            return { writes: writes.count, n: Number(n) };
           } finally {
-            stream._write = write;
-            stream._writev = writev;
+            writes.stop();
           }
         });
         expect(stored).toEqual({ writes: 1, n: 3 });
@@ -233,20 +237,13 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
       });
 
       it('as the last of its transaction (queueRows), on PostgreSQL leaves with the COMMIT in one write, its rows read once both are answered', async () => {
-        let writes = 0;
-        let restore = () => undefined as unknown;
-        const { rows } = await db.write(async (m) => {
-          const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;
-          const stream = session.connection.stream as { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
-          const write = stream._write;
-          const writev = stream._writev;
-          stream._write = (...args: unknown[]) => (writes++, write.apply(stream, args));
-          stream._writev = (...args: unknown[]) => (writes++, writev.apply(stream, args));
-          restore = () => Object.assign(stream, { _write: write, _writev: writev });
-          return { rows: statementsOf(m).queueRows<{ body: string }>(`${insert} RETURNING body`, ['returned']) };
+        // Counted until the COMMIT is answered: the work returns before it is sent.
+        const { rows, writes } = await db.write(async (m) => {
+          const writes = countWrites(m);
+          return { rows: statementsOf(m).queueRows<{ body: string }>(`${insert} RETURNING body`, ['returned']), writes };
         });
-        restore();
-        expect({ writes, rows: await rows }).toEqual({ writes: 1, rows: [{ body: 'returned' }] });
+        writes.stop();
+        expect({ writes: writes.count, rows: await rows }).toEqual({ writes: 1, rows: [{ body: 'returned' }] });
         expect(await committedNotes(kind.name, testDb.url)).toEqual(['returned']);
       });
 
