@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MAX_NESTING, nestingDepth, parseEnvelope, resourceKeyOf } from './envelope.js';
+import { MAX_NESTING, nestingDepth, opensAtMost, parseEnvelope, resourceKeyOf } from './envelope.js';
 import { safeJsonParse } from '../json.js';
 
 function anEvent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
@@ -169,6 +169,27 @@ describe(parseEnvelope.name, () => {
       const inner = MAX_NESTING - 2;
       const text = `{"type":"deep","data":${'{"a":'.repeat(inner)}"[[[{{{\\"\\"}}"${'}'.repeat(inner)}}`;
       expect(envelopeOf(Buffer.from(text)).envelope.type).toBe('deep');
+    });
+  });
+
+  describe(opensAtMost.name, () => {
+    it.each([
+      ['{}', 1, true],
+      ['{}', 0, false],
+      ['[[1],[2,[3]]]', 4, true],
+      ['[[1],[2,[3]]]', 3, false],
+      ['{"a":"{[{["}', 5, true],
+      ['{"a":"{[{["}', 4, false],
+      ['"just a string"', 0, true],
+    ])('says whether %s opens at most %i brackets: %s', (text, limit, answer) => {
+      expect(opensAtMost(text, limit)).toBe(answer);
+    });
+
+    it(`lets a wide but shallow event through to the exact count: more than ${MAX_NESTING} objects, two levels deep`, () => {
+      const items = Array.from({ length: MAX_NESTING * 2 }, (_, i) => ({ i }));
+      const text = JSON.stringify({ type: 'wide', data: { items } });
+      expect(opensAtMost(text, MAX_NESTING)).toBe(false);
+      expect(envelopeOf(Buffer.from(text)).envelope.data.items).toHaveLength(MAX_NESTING * 2);
     });
   });
 

@@ -52,10 +52,25 @@ export function nestingDepth(text: string): number {
   return deepest;
 }
 
+/**
+ * Whether the text opens at most `limit` objects and arrays, brackets inside strings counted too: then it cannot nest
+ * deeper than that. A native search per bracket, where `nestingDepth` reads every character in JavaScript (2 % of
+ * intake's instructions when it ran for every webhook, whose few dozen brackets make this the answer almost always).
+ */
+export function opensAtMost(text: string, limit: number): boolean {
+  let opened = 0;
+  for (const bracket of ['{', '[']) {
+    for (let at = text.indexOf(bracket); at !== -1; at = text.indexOf(bracket, at + 1)) {
+      if (++opened > limit) return false;
+    }
+  }
+  return true;
+}
+
 export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
   let parsed: unknown;
   const text = rawBody.toString('utf8');
-  if (nestingDepth(text) > MAX_NESTING) {
+  if (!opensAtMost(text, MAX_NESTING) && nestingDepth(text) > MAX_NESTING) {
     return { ok: false, code: 'invalid_event', message: `event nests deeper than ${MAX_NESTING} levels` };
   }
   try {
