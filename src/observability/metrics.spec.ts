@@ -73,6 +73,24 @@ describe(Metrics.name, () => {
     ]);
   });
 
+  it('adds what was counted between two reads once, in the text a scrape gets as in get()', async () => {
+    const metrics = new Metrics();
+    for (let i = 0; i < 3; i += 1) metrics.ruleMatched('follow-up', 'matched');
+    metrics.ruleMatched('follow-up', 'throttled');
+    metrics.actionRun('create_task', 'succeeded', 0.01);
+    expect(await metrics.registry.metrics()).toContain('engine_rule_matches_total{rule="follow-up",outcome="matched"} 3');
+    metrics.ruleMatched('follow-up', 'matched');
+    metrics.ruleMatched('other-rule', 'matched');
+    const again = await seriesOf(metrics, 'engine_rule_matches_total');
+    expect(again).toEqual([
+      { rule: 'follow-up', outcome: 'matched', value: 4 },
+      { rule: 'follow-up', outcome: 'throttled', value: 1 },
+      { rule: 'other-rule', outcome: 'matched', value: 1 },
+    ]);
+    expect(await seriesOf(metrics, 'engine_rule_matches_total')).toEqual(again);
+    expect(await seriesOf(metrics, 'engine_action_runs_total')).toEqual([{ type: 'create_task', outcome: 'succeeded', value: 1 }]);
+  });
+
   it('keeps one registry per instance', async () => {
     const first = new Metrics();
     const second = new Metrics();
