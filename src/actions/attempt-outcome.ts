@@ -17,6 +17,8 @@ export interface AttemptOutcome {
   requestJson?: string;
   responseStatus?: number;
   response?: unknown;
+  /** `response` as the service sent it, when it was JSON: stored as it came, not written out again. */
+  responseJson?: string;
   errorCode?: string;
   errorMessage?: string;
   /** When to try again (status `retrying`). */
@@ -47,7 +49,7 @@ export async function sendAttempt(client: ServiceClient, request: ServiceRequest
 
 /** The answer (or the network's failure) → succeeded, retrying at a time, or failed. */
 export function classifySend(outcome: ServiceOutcome, policy: AttemptPolicy): AttemptOutcome {
-  if (outcome.ok) return { status: 'succeeded', responseStatus: outcome.status, response: outcome.body };
+  if (outcome.ok) return { status: 'succeeded', responseStatus: outcome.status, response: outcome.body, responseJson: outcome.bodyJson };
   const failed = {
     responseStatus: outcome.kind === 'http' ? outcome.status : undefined,
     errorCode: outcome.code,

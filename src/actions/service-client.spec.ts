@@ -82,6 +82,20 @@ describe(ServiceClient.name, () => {
   });
 
   describe('answers', () => {
+    it('keeps a JSON answer as parsed and as the text that came, and an answer that is not JSON as text only', async () => {
+      const text = '{ "id": "tsk_9",\n  "title": "x" }';
+      const svc = await service((req, res) => {
+        res.writeHead(201, { 'Content-Type': req.url?.startsWith('/v1/tasks?') ? 'text/plain' : 'application/json' });
+        res.end(req.url?.startsWith('/v1/tasks?') ? 'not json' : text);
+      });
+      const client = clientFor(svc.url);
+      expect(await client.send(buildRequest('tasks.create', {}, { project_id: 'prj_1', title: 'x' }), 'k')).toEqual({
+        ok: true, status: 201, body: { id: 'tsk_9', title: 'x' }, bodyJson: text,
+      });
+      expect(await client.send(buildRequest('tasks.list', {}, undefined, { project_id: 'prj_1' }))).toEqual({ ok: true, status: 201, body: 'not json' });
+      await svc.close();
+    });
+
     it('keeps the error code and message of the service’s error shape', async () => {
       const svc = await service((_req, res) => json(res, 422, { error: { code: 'bad_title', message: 'too long' } }));
       const outcome = await clientFor(svc.url).send(buildRequest('tasks.create', {}, {}), 'k');

@@ -31,7 +31,8 @@ export const USER_AGENT = `automation-engine/${ENGINE_VERSION}`;
 export const LOOKUP_WAIT_MS = 3_000;
 
 export type ServiceOutcome =
-  | { ok: true; status: number; body: unknown }
+  /** `bodyJson`: the answer's text as received, when it was JSON (`body` is then what it parsed to). */
+  | { ok: true; status: number; body: unknown; bodyJson?: string }
   | { ok: false; kind: 'http'; status: number; code: string; message: string; retryAfter?: string }
   | { ok: false; kind: 'network' | 'timeout'; code: string; message: string };
 
@@ -136,12 +137,16 @@ export class ServiceClient {
 
 function outcomeOf(answer: Exchange): ServiceOutcome {
   let body: unknown = answer.text === '' ? null : answer.text;
+  let json = false;
   try {
-    if (answer.text !== '') body = safeJsonParse(answer.text);
+    if (answer.text !== '') {
+      body = safeJsonParse(answer.text);
+      json = true;
+    }
   } catch {
     // Not JSON: keep the text, an operator may still want to read it.
   }
-  if (answer.status >= 200 && answer.status < 300) return { ok: true, status: answer.status, body };
+  if (answer.status >= 200 && answer.status < 300) return json ? { ok: true, status: answer.status, body, bodyJson: answer.text } : { ok: true, status: answer.status, body };
   const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   return {
     ok: false,

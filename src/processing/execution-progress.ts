@@ -24,7 +24,7 @@ import { statementsOf, type Statements } from '../database/statements.js';
 import { Metrics } from '../observability/metrics.js';
 import { emitActionRunFailed } from './engine-events.js';
 import { advanceExecution } from './execution-steps.js';
-import { recordOutcomes, requestToRecord, type Outcome, type OutcomeSteps } from './outcome-batch.js';
+import { recordOutcomes, requestToRecord, responseToRecord, type Outcome, type OutcomeSteps } from './outcome-batch.js';
 import type { RuleSnapshot } from './rule-snapshot.js';
 import type { ClaimedActionRun, LoadedExecution } from './work.js';
 
@@ -141,7 +141,7 @@ export class ExecutionProgress {
     const { claim, owner, result, now, loaded } = outcome;
     const changed = await sql.run(RECORD_OUTCOME, [
       result.status, result.nextAttemptAt ?? now, now, requestToRecord(result), result.responseStatus ?? null,
-      result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
+      responseToRecord(result), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
     ]);
     if (!changed) return false;
     this.recorded(outcome);

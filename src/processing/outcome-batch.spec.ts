@@ -111,6 +111,24 @@ describe.each(kinds)('action outcomes committed together on $name', (kind) => {
     expect(await run(sent.id)).toMatchObject({ status: 'succeeded', responseStatus: 201 });
   });
 
+  it("stores the service's answer as it came when it was JSON, and writes out one that came otherwise, in a batch and alone", async () => {
+    for (const title of ['One', 'Two', 'Three']) await core.store(taskEvent('task.completed', { title }));
+    for (let i = 0; i < 3; i++) await core.processNext();
+    const [asSent, parsedOnly, alone] = (await core.queue.claimActionRuns(10, 60_000)).filter((c) => c.rule_id === 'single').sort((a, b) => a.event_seq - b.event_seq);
+    const progress = new ExecutionProgress(core.metrics, core.db);
+    const now = core.clock.now().toISOString();
+    const owner = core.queue.owner;
+    const text = (id: string) => `{ "id": "${id}",\n  "title": "as sent" }`;
+    await Promise.all([
+      progress.record(asSent, owner, { ...succeeded(asSent, 'tsk_as_sent'), responseJson: text('tsk_as_sent') }, now),
+      progress.record(parsedOnly, owner, succeeded(parsedOnly, 'tsk_parsed'), now),
+    ]);
+    await progress.record(alone, owner, { ...succeeded(alone, 'tsk_alone'), responseJson: text('tsk_alone') }, now);
+    expect((await run(asSent.id)).response).toBe(text('tsk_as_sent'));
+    expect((await run(parsedOnly.id)).response).toBe(JSON.stringify({ id: 'tsk_parsed' }));
+    expect((await run(alone.id)).response).toBe(text('tsk_alone'));
+  });
+
   it("records a touched resource at its event's depth: from the execution in hand, else from the event", async () => {
     await core.store(taskEvent('task.completed', { title: 'One' }));
     await core.store(taskEvent('task.completed', { title: 'Two' }));

@@ -109,10 +109,19 @@ export function requestToRecord(result: AttemptOutcome): string | null {
   return JSON.stringify(result.request);
 }
 
+/**
+ * The response to write with an outcome: the service's text as it came when it was JSON (`responseJson`; read back
+ * through safeJsonParse like any stored JSON), else the response written out, or none.
+ */
+export function responseToRecord(result: AttemptOutcome): string | null {
+  if (result.responseJson !== undefined) return result.responseJson;
+  return result.response === undefined ? null : JSON.stringify(result.response);
+}
+
 async function recordRuns(sql: Statements, batch: Outcome[]): Promise<Set<string>> {
   const rows = batch.map(({ claim, owner, result, now }) => [
     result.status, result.nextAttemptAt ?? now, now, requestToRecord(result), result.responseStatus ?? null,
-    result.response === undefined ? null : JSON.stringify(result.response), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
+    responseToRecord(result), result.errorCode ?? null, result.errorMessage ?? null, claim.id, owner,
   ]);
   const columns = RECORD_TYPES.map((_type, column) => rows.map((row) => row[column]));
   const changed = await sql.rows<{ id: string }>(RECORD_MANY, [...columns, batch.map(({ claim }) => claim.id)]);
