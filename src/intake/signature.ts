@@ -21,7 +21,13 @@ export interface VerifyOptions {
   now: Date;
 }
 
-const HEX_SHA256 = /^[0-9a-f]{64}$/;
+/** A SHA-256 written in hex: its 32 bytes, or undefined when the text is not 64 hexadecimal characters. */
+function sha256FromHex(text: string): Buffer | undefined {
+  if (text.length !== 64) return undefined;
+  // Buffer.from stops at the first pair that is not hexadecimal: 32 bytes means all 64 characters were.
+  const bytes = Buffer.from(text, 'hex');
+  return bytes.length === 32 ? bytes : undefined;
+}
 
 export function hmacHex(secret: string, payload: Buffer | string): string {
   return createHmac('sha256', secret).update(payload).digest('hex');
@@ -39,15 +45,12 @@ export function signBody(
   return `t=${t},v1=${hmacHex(secret, Buffer.concat([Buffer.from(`${t}.`), Buffer.from(rawBody)]))}`;
 }
 
-function matchesAnySecret(candidates: string[], payload: Buffer, secrets: readonly string[]): boolean {
+function matchesAnySecret(candidates: Buffer[], payload: Buffer, secrets: readonly string[]): boolean {
   let matched = false;
   for (const secret of secrets) {
-    const expected = Buffer.from(hmacHex(secret, payload), 'hex');
-    for (const candidate of candidates) {
-      // Every pair is compared, so timing does not reveal which secret or candidate matched.
-      const given = Buffer.from(candidate, 'hex');
-      if (given.length === expected.length && timingSafeEqual(given, expected)) matched = true;
-    }
+    const expected = createHmac('sha256', secret).update(payload).digest();
+    // Every pair is compared, so timing does not reveal which secret or candidate matched.
+    for (const given of candidates) if (timingSafeEqual(given, expected)) matched = true;
   }
   return matched;
 }
@@ -61,11 +64,11 @@ export function verifySignature(
     return { ok: false, code: 'missing_signature', reason: 'X-Service-Signature header is missing' };
   }
   if (options.scheme === 'hmac-sha256') {
-    const hex = header.trim().replace(/^sha256=/, '').toLowerCase();
-    if (!HEX_SHA256.test(hex)) {
+    const given = sha256FromHex(header.trim().replace(/^sha256=/, ''));
+    if (given === undefined) {
       return { ok: false, code: 'invalid_signature', reason: 'signature is not 64 hexadecimal characters' };
     }
-    return matchesAnySecret([hex], rawBody, options.secrets)
+    return matchesAnySecret([given], rawBody, options.secrets)
       ? { ok: true }
       : { ok: false, code: 'invalid_signature', reason: 'signature does not match' };
   }
@@ -74,14 +77,15 @@ export function verifySignature(
 
 function verifyTimestamped(rawBody: Buffer, header: string, options: VerifyOptions): SignatureCheck {
   let timestamp: string | undefined;
-  const candidates: string[] = [];
+  const candidates: Buffer[] = [];
   for (const part of header.split(',')) {
     const eq = part.indexOf('=');
     if (eq < 0) continue;
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
+    const given = key === 'v1' ? sha256FromHex(value) : undefined;
     if (key === 't') timestamp = value;
-    else if (key === 'v1' && HEX_SHA256.test(value.toLowerCase())) candidates.push(value.toLowerCase());
+    else if (given !== undefined) candidates.push(given);
   }
   if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) {
     return { ok: false, code: 'invalid_signature', reason: 'signature has no valid t= timestamp' };
