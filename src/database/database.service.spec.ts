@@ -158,6 +158,17 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     }
   });
 
+  it('stores a boolean and an undefined parameter as the database takes them (SQLite: 1 and NULL), beside plain ones', async () => {
+    const rows = await db.write(async (m) => {
+      const sql = statementsOf(m);
+      await sql.run('INSERT INTO notes (body) VALUES (?)', ['plain']);
+      await sql.run(`INSERT INTO notes (body) VALUES (CASE WHEN ? THEN 'yes' ELSE 'no' END)`, [true]);
+      await sql.run('INSERT INTO notes (body) VALUES (COALESCE(?, ?))', [undefined, 'was undefined']);
+      return sql.rows<{ body: string }>('SELECT body FROM notes ORDER BY body');
+    });
+    expect(rows.map((row) => row.body)).toEqual(['plain', 'was undefined', 'yes']);
+  });
+
   /** PostgreSQL: counts the writes to the socket of the transaction's session, until `stop`. */
   function countWrites(m: EntityManager): { count: number; stop(): void } {
     const session = (m.queryRunner as unknown as { databaseConnection: { connection: { stream: Record<string, unknown> } } }).databaseConnection;

@@ -71,6 +71,15 @@ function sqliteValue(value: unknown): unknown {
   return value;
 }
 
+/** The parameters as better-sqlite3 takes them: the same array when no value needs changing, a changed copy otherwise. */
+function sqliteParams(params: readonly unknown[]): readonly unknown[] {
+  for (let i = 0; i < params.length; i++) {
+    const value = params[i];
+    if (value === undefined || typeof value === 'boolean') return params.map(sqliteValue);
+  }
+  return params;
+}
+
 function sqliteStatement(connection: SqliteConnection, sql: string): SqliteStatement {
   let cache = prepared.get(connection);
   if (cache === undefined) prepared.set(connection, (cache = new Map()));
@@ -82,20 +91,20 @@ function sqliteStatement(connection: SqliteConnection, sql: string): SqliteState
 function sqliteStatements(connection: SqliteConnection): Statements {
   return {
     async rows<T>(sql: string, params: readonly unknown[] = []) {
-      return sqliteStatement(connection, sql).all(...params.map(sqliteValue)) as T[];
+      return sqliteStatement(connection, sql).all(...sqliteParams(params)) as T[];
     },
     async run(sql: string, params: readonly unknown[] = []) {
-      return sqliteStatement(connection, sql).run(...params.map(sqliteValue)).changes;
+      return sqliteStatement(connection, sql).run(...sqliteParams(params)).changes;
     },
     async insertOne(sql: string, params: readonly unknown[] = []) {
-      const { changes, lastInsertRowid } = sqliteStatement(connection, sql).run(...params.map(sqliteValue));
+      const { changes, lastInsertRowid } = sqliteStatement(connection, sql).run(...sqliteParams(params));
       return changes === 0 ? undefined : Number(lastInsertRowid);
     },
     async queue(sql: string, params: readonly unknown[] = []) {
-      sqliteStatement(connection, sql).run(...params.map(sqliteValue));
+      sqliteStatement(connection, sql).run(...sqliteParams(params));
     },
     async queueRows<T>(sql: string, params: readonly unknown[] = []) {
-      return sqliteStatement(connection, sql).all(...params.map(sqliteValue)) as T[];
+      return sqliteStatement(connection, sql).all(...sqliteParams(params)) as T[];
     },
   };
 }
