@@ -27,7 +27,7 @@
  * one thread the engine's throughput depends on; the others are V8's
  * compilers and garbage collector and libuv's pool).
  *
- *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep]
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep] [--functions N]
  *
  * `--bundle` measures another build of the engine in place of the current
  * one: a copy of dist-bench/bundle/main.js made before a change, put two
@@ -35,7 +35,10 @@
  * packages and the rule schema. `--keep` keeps callgrind's files (one per thread; the main
  * thread's ends in `-01`) for `callgrind_annotate`, which names the native
  * functions (SQLite, V8's runtime, libc); JavaScript compiled by V8 shows as
- * unnamed addresses. About two minutes per system for the defaults.
+ * unnamed addresses. `--functions N` names those too (node's
+ * `--perf-basic-prof` map, bench-functions.ts) and prints the main thread's
+ * top N functions, self and inclusive. About two minutes per system for the
+ * defaults.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -52,6 +55,7 @@ import { benchEnv, ENGINE_MAIN, REFERENCE_MAIN, referenceEnv, writeRules } from 
 import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
+import { functionsReport } from './bench-functions.js';
 
 // better-sqlite3 ships no types here; this is the little of it the count of waiting events uses.
 const SqliteDatabase = createRequire(import.meta.url)('better-sqlite3') as new (file: string, options: { readonly: boolean }) => {
@@ -65,6 +69,8 @@ const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
 
 interface Measured {
   script: string;
+  /** node's own arguments, before the script. */
+  nodeArgs?: string[];
   env: Record<string, string | undefined>;
   readyPath: string;
   /** Intake only: events received and not yet evaluated (none on the reference, which evaluates nothing after). */
@@ -98,6 +104,8 @@ interface Options {
   keep?: boolean;
   /** Intake only: events no rule matches, instead of end to end. */
   intake?: boolean;
+  /** Name the main thread's top functions, this many (bench-functions.ts). */
+  functions?: number;
 }
 
 export interface InstructionCount {
@@ -109,6 +117,8 @@ export interface InstructionCount {
   mainThread: number;
   /** Where callgrind's files are, when kept. */
   kept?: string;
+  /** The main thread's top functions (`--functions`). */
+  functions?: string[];
 }
 
 /** The system started under callgrind, counting off, once it answers `readyPath`. */
@@ -116,7 +126,7 @@ async function startUnderValgrind(system: string, spec: Measured, folder: string
   const port = await freePort();
   const child = spawn(
     'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${join(folder, 'counts')}`, process.execPath, spec.script],
+    ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${join(folder, 'counts')}`, process.execPath, ...(spec.nodeArgs ?? []), spec.script],
     { env: { ...process.env, ...spec.env, ...VALGRIND_ENV, PORT: String(port) } as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   cleanup.trackChild(child);
@@ -137,10 +147,14 @@ async function startUnderValgrind(system: string, spec: Measured, folder: string
   return { child, url, stop };
 }
 
-async function measure(system: InstructionCount['system'], spec: Measured, fake: FakeService, { events, warmup, keep, intake }: Options, cleanup: Cleanup): Promise<InstructionCount> {
+async function measure(system: InstructionCount['system'], measured: Measured, fake: FakeService, { events, warmup, keep, intake, functions }: Options, cleanup: Cleanup): Promise<InstructionCount> {
   const folder = mkdtempSync(join(tmpdir(), 'bench-instructions-'));
   if (!keep) cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
+  // V8 writes the map as it compiles, to /tmp/perf-<pid>.map (pid: node's, which valgrind runs in its own process).
+  const spec = functions ? { ...measured, nodeArgs: [...(measured.nodeArgs ?? []), '--perf-basic-prof'] } : measured;
   const { child, url, stop } = await startUnderValgrind(system, spec, folder, cleanup);
+  const perfMap = `/tmp/perf-${child.pid}.map`;
+  if (functions) cleanup.add(`remove ${perfMap}`, () => rmSync(perfMap, { force: true }));
   const poster = new WebhookPoster(url, CONNECTIONS);
   const run = async (what: string, count: number, during?: () => void) => {
     const prefix = runPrefix(what);
@@ -158,7 +172,9 @@ async function measure(system: InstructionCount['system'], spec: Measured, fake:
   poster.close();
   await stop();
   const { total, mainThread } = countsOf(folder, 'counts');
-  return { system, events, total: total / events, mainThread: mainThread / events, ...(keep ? { kept: folder } : {}) };
+  const mainFile = readdirSync(folder).find((name) => name.startsWith('counts.') && name.endsWith('-01'));
+  const named = functions && mainFile ? { functions: functionsReport(join(folder, mainFile), perfMap, spec.script, events, functions) } : {};
+  return { system, events, total: total / events, mainThread: mainThread / events, ...(keep ? { kept: folder } : {}), ...named };
 }
 
 export async function countInstructions(options: Options, cleanup: Cleanup): Promise<InstructionCount[]> {
@@ -201,6 +217,7 @@ export function report(counts: InstructionCount[], intake = false): string[] {
     lines.push(`  ${c.system.padEnd(11)} ${millions(c.total).padStart(12)}  ${millions(c.mainThread).padStart(12)}${ratio}`);
     if (c.kept) lines.push(`    callgrind's files: ${c.kept}/counts.*`);
   }
+  for (const c of counts) if (c.functions) lines.push('', `${c.system}, main thread, by function:`, ...c.functions);
   return lines;
 }
 
@@ -208,9 +225,11 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '3000' }, bundle: { type: 'string', default: ENGINE_MAIN },
-      only: { type: 'string' }, keep: { type: 'boolean', default: false }, intake: { type: 'boolean', default: false },
+      only: { type: 'string' }, keep: { type: 'boolean', default: false }, intake: { type: 'boolean', default: false }, functions: { type: 'string' },
     },
   });
+  const functions = values.functions === undefined ? undefined : Number(values.functions);
+  if (functions !== undefined && !(Number.isInteger(functions) && functions > 0)) throw new Error('--functions takes how many functions to show, a whole number ≥ 1');
   const events = Number(values.events);
   const warmup = Number(values.warmup);
   if (!Number.isInteger(events) || events < 1 || !Number.isInteger(warmup) || warmup < 0) throw new Error('--events must be a whole number ≥ 1, --warmup ≥ 0');
@@ -218,7 +237,7 @@ async function main(): Promise<void> {
   const cleanup = new Cleanup();
   process.once('SIGINT', () => cleanup.interrupt());
   try {
-    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake }, cleanup);
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake, functions }, cleanup);
     for (const line of report(counts, values.intake)) process.stdout.write(`${line}\n`);
   } finally {
     await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
