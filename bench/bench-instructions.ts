@@ -42,7 +42,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -154,7 +154,8 @@ async function measure(system: InstructionCount['system'], measured: Measured, f
   const spec = functions ? { ...measured, nodeArgs: [...(measured.nodeArgs ?? []), '--perf-basic-prof'] } : measured;
   const { child, url, stop } = await startUnderValgrind(system, spec, folder, cleanup);
   const perfMap = `/tmp/perf-${child.pid}.map`;
-  if (functions) cleanup.add(`remove ${perfMap}`, () => rmSync(perfMap, { force: true }));
+  // Kept with callgrind's files when those are (as perf.map beside them), for a closer look; removed otherwise.
+  if (functions) cleanup.add(keep ? `move ${perfMap} to ${folder}` : `remove ${perfMap}`, () => (keep ? renameSync(perfMap, join(folder, 'perf.map')) : rmSync(perfMap, { force: true })));
   const poster = new WebhookPoster(url, CONNECTIONS);
   const run = async (what: string, count: number, during?: () => void) => {
     const prefix = runPrefix(what);

@@ -12,4 +12,13 @@ describe('executionId', () => {
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(Array.from({ length: 1000 }, () => executionId(1_700_000_000_000))).size).toBe(1000);
   });
+
+  it("spends its random digits evenly: each of the 18 random digits takes every value, the variant's digit all four", () => {
+    // 5,000 ids cross the pool's refill (400 ids a pool) a dozen times.
+    const ids = Array.from({ length: 5_000 }, () => executionId(1_700_000_000_000).replace(/-/g, '').slice(12));
+    const seen = Array.from({ length: 20 }, (_, position) => new Set(ids.map((id) => id[position])));
+    expect(seen[0]).toEqual(new Set(['7']));
+    expect(seen[4]).toEqual(new Set(['8', '9', 'a', 'b']));
+    for (const position of [1, 2, 3, ...Array.from({ length: 15 }, (_, i) => i + 5)]) expect(seen[position]!.size).toBe(16);
+  });
 });

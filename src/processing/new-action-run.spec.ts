@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { actionRunId } from './new-action-run.js';
 
 describe('actionRunId', () => {
@@ -7,6 +8,11 @@ describe('actionRunId', () => {
     const id = actionRunId(event, 'rule', 2, 3);
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(actionRunId({ ...event }, 'rule', 2, 3)).toBe(id);
+  });
+
+  it('is the same key an engine before session 33 made (SHA-256 through a Hash object), so a run re-created after an upgrade sends the same Idempotency-Key', () => {
+    const hex = createHash('sha256').update('evt_1\u0000rule\u00002\u0000item 3').digest('hex');
+    expect(actionRunId(event, 'rule', 2, 3)).toBe(`00000000-0029-8${hex.slice(0, 3)}-a${hex.slice(3, 6)}-${hex.slice(6, 18)}`);
   });
 
   it('differs when the event id, the rule, the position or the item differs', () => {
