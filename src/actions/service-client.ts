@@ -146,7 +146,7 @@ function outcomeOf(answer: Exchange): ServiceOutcome {
   } catch {
     // Not JSON: keep the text, an operator may still want to read it.
   }
-  if (answer.status >= 200 && answer.status < 300) return json ? { ok: true, status: answer.status, body, bodyJson: answer.text } : { ok: true, status: answer.status, body };
+  if (answer.status >= 200 && answer.status < 300) return { ok: true, status: answer.status, body, bodyJson: json ? answer.text : undefined };
   const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   return {
     ok: false,

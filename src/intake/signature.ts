@@ -83,9 +83,11 @@ function verifyTimestamped(rawBody: Buffer, header: string, options: VerifyOptio
     if (eq < 0) continue;
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
-    const given = key === 'v1' ? sha256FromHex(value) : undefined;
     if (key === 't') timestamp = value;
-    else if (given !== undefined) candidates.push(given);
+    else if (key === 'v1') {
+      const given = sha256FromHex(value);
+      if (given !== undefined) candidates.push(given);
+    }
   }
   if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) {
     return { ok: false, code: 'invalid_signature', reason: 'signature has no valid t= timestamp' };
