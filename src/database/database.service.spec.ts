@@ -305,6 +305,21 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
     });
   });
 
+  describe("what a write does through TypeORM's manager (the admin side's saves, which open a transaction of their own)", () => {
+    const inner = (body: string) => (m: EntityManager) => m.transaction((t) => note(body)(t));
+
+    it('joins the write\'s transaction: committed with it, and rolled back with it', async () => {
+      await db.write(inner('committed with its write'));
+      const failed = db.write(async (m) => {
+        await inner('rolled back with its write')(m);
+        throw new Error('the write fails after its save');
+      });
+      await expect(failed).rejects.toThrow('the write fails after its save');
+      await db.write(note('after the failed write'));
+      expect(await committedNotes(kind.name, testDb.url)).toEqual(['after the failed write', 'committed with its write']);
+    });
+  });
+
   describe('a patient write (the outcome of a request already answered)', () => {
     // As node-postgres reports a server that is down: what a restart looks like from the engine.
     const serverDown = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
