@@ -180,6 +180,15 @@ describe(parseArgs.name, () => {
     });
   });
 
+  it("posts a base URL's events to its /webhooks, and any other URL as given", () => {
+    const urlOf = (url: string) => parseArgs(['e.json', '--url', url], { WEBHOOK_SECRET: 's1' });
+    expect(urlOf('http://localhost:3555')).toMatchObject({ options: { url: 'http://localhost:3555/webhooks' } });
+    expect(urlOf('https://engine.example/')).toMatchObject({ options: { url: 'https://engine.example/webhooks' } });
+    expect(urlOf('http://localhost:3555/webhooks')).toMatchObject({ options: { url: 'http://localhost:3555/webhooks' } });
+    expect(urlOf('http://proxy.example/engine-a/webhooks')).toMatchObject({ options: { url: 'http://proxy.example/engine-a/webhooks' } });
+    expect(urlOf('http://localhost:3555/?probe=1')).toMatchObject({ options: { url: 'http://localhost:3555/?probe=1' } });
+  });
+
   it('lets --secret win over WEBHOOK_SECRET', () => {
     expect(parseArgs(['e.json', '--secret', 'mine'], { WEBHOOK_SECRET: 'env' })).toMatchObject({ options: { secret: 'mine' } });
   });

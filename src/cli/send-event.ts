@@ -12,7 +12,7 @@ import { colors, isEntryFile, processContext, type CliContext } from './cli-outp
 
 export const USAGE =
   'usage: npm run send-event -- EVENT_FILE [--url URL] [--secret S] [--scheme hmac-sha256|timestamped]\n' +
-  '  --url     default http://127.0.0.1:$PORT/webhooks (PORT default 3000)\n' +
+  '  --url     default http://127.0.0.1:$PORT/webhooks (PORT default 3000); a URL with no path gets /webhooks\n' +
   '  --secret  default $WEBHOOK_SECRET (the first one, when it lists several)\n' +
   '  --scheme  default $WEBHOOK_SIGNATURE_SCHEME or hmac-sha256';
 
@@ -66,14 +66,16 @@ export function parseArgs(args: readonly string[], env: CliContext['env']): Pars
   const { values, positionals } = parsed;
   if (values.help) return { help: true };
   if (positionals.length !== 1) return { error: `expected one EVENT_FILE, got ${positionals.length}` };
-  const url = nonEmpty(values.url) ?? defaultUrl(env);
-  let protocol: string;
+  const given = nonEmpty(values.url) ?? defaultUrl(env);
+  let target: URL;
   try {
-    protocol = new URL(url).protocol;
+    target = new URL(given);
   } catch {
-    return { error: `--url is not a URL: ${url}` };
+    return { error: `--url is not a URL: ${given}` };
   }
-  if (protocol !== 'http:' && protocol !== 'https:') return { error: `--url must be http:// or https://, got ${url}` };
+  if (target.protocol !== 'http:' && target.protocol !== 'https:') return { error: `--url must be http:// or https://, got ${given}` };
+  // The engine's base URL alone (no path) means its webhook endpoint: posted to `/`, the event would only get a 404.
+  const url = target.pathname === '/' && target.search === '' ? new URL('/webhooks', target).href : given;
   const scheme = nonEmpty(values.scheme) ?? nonEmpty(env.WEBHOOK_SIGNATURE_SCHEME) ?? 'hmac-sha256';
   if (!SCHEMES.includes(scheme as SignatureScheme)) {
     return { error: `--scheme must be one of ${SCHEMES.join(', ')}, got "${scheme}"` };
