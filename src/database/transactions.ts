@@ -81,8 +81,10 @@ export async function inTransaction<T>(dataSource: DataSource, work: (manager: E
  * SQLite: BEGIN and COMMIT run on the driver's connection as statements prepared once (statements.ts), with TypeORM's
  * bookkeeping of the open transaction set as its own `startTransaction` and `commitTransaction` set it, so that what
  * `work` does through the manager (the admin side's saves) runs inside this transaction as before. TypeORM's pair
- * prepared both statements again on every call and told its broadcaster and logger of each: 2 % of the engine's
- * instructions per event end to end, at one to three transactions an event (session 34).
+ * went through its query runner (its broadcaster's events before and after each, its logger, a result object) and
+ * `createQueryRunner` made a new EntityManager each time: about 1 % of the engine's instructions per event end to
+ * end, at one to three transactions an event (session 34). A failed BEGIN or COMMIT throws the driver's own error,
+ * as the hot path's statements do, not TypeORM's QueryFailedError around it (storage-faults.ts reads either).
  */
 async function inSqliteTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const runner = sharedSqliteRunner(dataSource);
