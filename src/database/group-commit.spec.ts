@@ -53,4 +53,23 @@ describe.each(kinds)('group commit on $name', (kind) => {
     expect(await Promise.all([first, commit.submit(2)])).toEqual([2, 4]);
     expect(batches).toEqual([[1], [2]]);
   });
+
+  it('is settled once every item submitted so far is committed or refused, its caller told', async () => {
+    const told: string[] = [];
+    let refuse = false;
+    const commit = new GroupCommit<number, number>(store.db, async (manager, items) => {
+      await statementsOf(manager).rows('SELECT 1 AS one');
+      if (refuse) throw new Error('refused');
+      return items;
+    });
+    await commit.settled(); // nothing submitted: settled at once
+    void commit.submit(1).then(() => told.push('1 committed'));
+    await commit.settled();
+    expect(told).toEqual(['1 committed']);
+
+    refuse = true;
+    void commit.submit(2).catch(() => told.push('2 refused'));
+    await commit.settled();
+    expect(told).toEqual(['1 committed', '2 refused']);
+  });
 });

@@ -43,6 +43,8 @@ export interface Answered<O> {
 export class GroupCommit<I, O> {
   private waiting: Waiting<I, O>[] = [];
   private flushing = false;
+  /** Ends when the flush under way (if any) has committed or refused everything submitted before it ended. */
+  private flushed: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: Database,
@@ -58,9 +60,14 @@ export class GroupCommit<I, O> {
       if (!this.flushing) {
         this.flushing = true;
         // After the I/O callbacks already due, so everything that has arrived joins this batch.
-        setImmediate(() => void this.flush());
+        this.flushed = new Promise((done) => setImmediate(() => void this.flush().then(done)));
       }
     });
+  }
+
+  /** Resolves once every item submitted so far has been committed or refused (its caller told). */
+  settled(): Promise<void> {
+    return this.flushed;
   }
 
   private async flush(): Promise<void> {

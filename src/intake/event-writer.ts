@@ -54,22 +54,23 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * create in flight is leased all the same, `held`: the loop keeps it aside
  * until the create ends.)
  */
-export interface FreshEventsHandOff {
+export interface FreshEventsHandOff<Made = never> {
   /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
   lease(): FreshLease | undefined;
   /**
    * SQLite: how the commit of `events` decides, one by one, an event the lease would hand over and free to be
    * evaluated now (not held): in the commit that stores it, when its evaluation needs nothing but the event and the
-   * database (no lookup) and ends it with nothing to do (DecidedEvent); undefined: it is leased and handed over as
-   * before. Asked once per commit, before its first event is stored (what it reads, it reads for the batch).
+   * database (no lookup): stored finished, with what it made (DecidedEvent: its executions and their first runs);
+   * undefined: it is leased and handed over as before. Asked once per commit, before its first event is stored (what
+   * it reads, it reads for the batch).
    */
-  decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined>;
-  /** After the commit: what it leased, and what it decided (stored finished). */
-  take(leased: LeasedEvent[], complete: boolean, decided: FreshEvent[]): void;
+  decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider<Made> | undefined>;
+  /** After the commit: what it leased, what it decided (stored finished), and what those decided made. */
+  take(leased: LeasedEvent[], complete: boolean, decided: FreshEvent[], made: Made[]): void;
 }
 
 /** Decides one new event of its commit (FreshEventsHandOff.decider), in the order they are stored. */
-export type Decider = (event: FreshEvent) => Promise<DecidedEvent | undefined>;
+export type Decider<Made = never> = (event: FreshEvent) => Promise<DecidedEvent<Made> | undefined>;
 
 /** A new event as the commit that stores it knows it, before it has a seq. */
 export interface FreshEvent {
@@ -83,16 +84,17 @@ export interface FreshEvent {
 
 /**
  * An event decided in the commit that stores it: stored finished, with its outcome's columns (as the commit of an
- * evaluated event sets them, processing/event-commit.ts), then `record` in the same transaction (its resource's
- * snapshot) once it has its seq. Never for a duplicate: that stores nothing.
+ * evaluated event sets them, processing/event-commit.ts), then `record` in the same transaction (its executions and
+ * their first runs, its resource's snapshot) once it has its seq: what it made goes to `take` after the commit. Never
+ * for a duplicate: that stores nothing.
  */
-export interface DecidedEvent {
+export interface DecidedEvent<Made = never> {
   status: string;
   depth: number;
   selfCaused: boolean;
   /** The explanation, as JSON. */
   explanation: string;
-  record(sql: Statements, seq: number): Promise<void>;
+  record(sql: Statements, seq: number): Promise<Made[]>;
 }
 
 /**
@@ -226,7 +228,7 @@ function lockResources(sql: Statements, events: NewEvent[]): void {
 export class EventWriter {
   private readonly listeners: Array<() => void> = [];
   private readonly batches: GroupCommit<NewEvent, WriteOutcome>;
-  private handOff: FreshEventsHandOff | undefined;
+  private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased and decided (one batch at a time: GroupCommit flushes in turn). */
   private leased: Stored | undefined;
   /** The statements that store and lease, by the lease's text (one per database kind). */
@@ -251,8 +253,13 @@ export class EventWriter {
   }
 
   /** Leases new events to the event loop in the commit that stores them (at most one hand-off). */
-  handOffTo(handOff: FreshEventsHandOff): void {
-    this.handOff = handOff;
+  handOffTo<Made>(handOff: FreshEventsHandOff<Made>): void {
+    this.handOff = handOff as FreshEventsHandOff<unknown>;
+  }
+
+  /** Resolves once every event written so far is committed or refused. */
+  settled(): Promise<void> {
+    return this.batches.settled();
   }
 
   /** Resolves once the event is committed (or known already); rejects with the batch's error, nothing stored. */
@@ -325,8 +332,8 @@ export class EventWriter {
           now, now, e.resourceKey, e.resourceKey, decided.selfCaused, now, decided.explanation,
         ]);
         if (seq === undefined) continue; // a duplicate: its decision is not stored
-        await decided.record(sql, seq);
-        inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i] });
+        const made = await decided.record(sql, seq);
+        inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i], made });
         continue;
       }
       const seq = await sql.insertOne(INSERT_ONE, [
@@ -345,7 +352,7 @@ export class EventWriter {
     const leased = this.leased;
     this.leased = undefined;
     if (leased === undefined) return;
-    this.handOff?.take(leased.events, leased.complete, leased.decided);
+    this.handOff?.take(leased.events, leased.complete, leased.decided, leased.made);
     for (const listener of this.listeners) listener();
   }
 }
@@ -357,13 +364,15 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
-  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased: the event as decided. */
+  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased: the event as decided, and what it made. */
   decided?: FreshEvent;
+  made?: unknown[];
 }
 
-/** What a commit leased to the event loop, and what it decided. */
+/** What a commit leased to the event loop, what it decided, and what those made. */
 interface Stored extends HandedOver<LeasedEvent> {
   decided: FreshEvent[];
+  made: unknown[];
 }
 
 function freshEvent(e: NewEvent): FreshEvent {
@@ -378,13 +387,15 @@ function freshEvent(e: NewEvent): FreshEvent {
  * its resource in the batch, so that a later event was left unleased with nothing to let it go.
  */
 function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | undefined, receivedAt: string): Stored {
-  if (lease === undefined) return { events: [], complete: false, decided: [] };
+  if (lease === undefined) return { events: [], complete: false, decided: [], made: [] };
   const byId = new Map(events.map((e) => [e.eventId, e]));
   const leased: LeasedEvent[] = [];
   const decided: FreshEvent[] = [];
+  const made: unknown[] = [];
   for (const row of rows) {
     const e = byId.get(row.event_id);
     if (row.decided) decided.push(row.decided);
+    if (row.made) made.push(...row.made);
     if (!row.leased || e === undefined) continue;
     const event: LeasedEvent = { seq: Number(row.seq), event_id: e.eventId, type: e.type, resource_key: e.resourceKey, payload: e.payload, depth: e.depth ?? 0, attempts: 0 };
     if (e.envelope) event.envelope = e.envelope;
@@ -394,5 +405,5 @@ function leasedOf(events: NewEvent[], rows: Inserted[], lease: FreshLease | unde
   leased.sort((a, b) => a.seq - b.seq);
   // The decided took no room: only the others could have been left unleased for want of it.
   const roomNeeded = rows.length - decided.length;
-  return { events: leased, complete: roomNeeded <= lease.room && rows.length === events.length, decided };
+  return { events: leased, complete: roomNeeded <= lease.room && rows.length === events.length, decided, made };
 }

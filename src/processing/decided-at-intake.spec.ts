@@ -19,7 +19,7 @@ import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { databasesUnderTest, sqliteUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import type { EventEnvelope } from '../intake/envelope.js';
-import type { ClaimedEvent } from './work.js';
+import type { ClaimedEvent, CreatedRun } from './work.js';
 
 const releasesOnly = aRule({
   id: 'releases-only',
@@ -39,6 +39,9 @@ const inArchivedProject = aRule({
 const cancelledByUpdates = aRule({ id: 'cancelled-by-updates', on: 'task.created', options: { cancelOn: ['task.updated'] } });
 
 const kinds = await databasesUnderTest('events decided at intake');
+
+/** Stored in one commit: written together, they join one batch. */
+const storeTogether = (core: Core, events: EventEnvelope[]) => Promise.all(events.map((event) => core.store(event)));
 
 const taskOf = (event: EventEnvelope) => event.data!.task as { id: string };
 const taskKeyOf = (event: EventEnvelope) => `task:${taskOf(event).id}`;
@@ -67,7 +70,7 @@ describe('events decided in the commit that stores them (SQLite)', () => {
   afterEach(() => core.close());
 
   const updated = (task: Record<string, unknown> = {}) => taskEvent('task.updated', { title: 'Routine update', ...task });
-  const storeAll = (events: EventEnvelope[]) => Promise.all(events.map((event) => core.store(event)));
+  const storeAll = (events: EventEnvelope[]) => storeTogether(core, events);
 
   it('stores an event no rule matches ignored and finished, explained and with its snapshot, and hands nothing over', async () => {
     core.useRules(releasesOnly);
@@ -231,6 +234,122 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     const now = core.clock.now().toISOString();
     const decided = await core.db.write(async (m) => (await core.processor.deciderAtIntake(statementsOf(m), [broken], now))!(broken));
     expect(decided).toBeUndefined();
+  });
+});
+
+describe('events a rule matches, decided in the commit that stores them with their executions and first runs (SQLite)', () => {
+  let core: Core;
+  let handed: ClaimedEvent[];
+  let decided: FreshEvent[];
+  let made: CreatedRun[];
+  /** How many first runs intake's next commit may lease to this process (workers.ts: the action loop's room). */
+  let room: number;
+
+  beforeEach(async () => {
+    core = await openCore(sqliteUnderTest());
+    [handed, decided, made, room] = [[], [], [], 10];
+    core.writer.handOffTo<CreatedRun>({
+      lease: () => core.queue.freshLease(100),
+      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now, core.queue.handOff(core.runner.leaseMs, room)),
+      take: (leased, _complete, stored, runs) => {
+        handed.push(...leased);
+        decided.push(...stored);
+        made.push(...runs);
+      },
+    });
+  });
+
+  afterEach(() => core.close());
+
+  const release = (task: Record<string, unknown> = {}) => taskEvent('task.updated', { title: 'Release 2.0', ...task });
+
+  it('stores the event processed and finished, its execution and its first run leased to this process, and hands the run over', async () => {
+    core.useRules(releasesOnly);
+    const event = release();
+    await core.store(event);
+
+    expect({ decided: decided.map((e) => e.event_id), handed }).toEqual({ decided: [event.id], handed: [] });
+    const now = core.clock.now().toISOString();
+    const stored = await core.event(event.id);
+    expect(stored).toMatchObject({ status: 'processed', processedAt: now, leaseOwner: null, leaseUntil: null, attempts: 0, depth: 0, selfCaused: false });
+    const [execution] = await core.executions(event.id);
+    expect(execution).toMatchObject({ eventSeq: stored.seq, ruleId: 'releases-only', status: 'running', createdAt: now });
+    expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'releases-only', outcome: 'matched', execution: execution.id })]);
+    const [run] = await core.runs(execution.id);
+    expect(run).toMatchObject({ status: 'running', leaseOwner: core.queue.owner, attempts: 1, position: 0, type: 'task.create' });
+    expect(JSON.parse(run.request!)).toMatchObject({ method: 'POST', path: '/tasks', body: { project_id: 'prj_1', title: 'Review' } });
+    expect(made).toEqual([expect.objectContaining({ leased: true, run: expect.objectContaining({ id: run.id, execution_id: execution.id }), execution: expect.objectContaining({ id: execution.id, ruleId: 'releases-only' }) })]);
+    expect(await core.queue.claimEvents(10)).toEqual([]);
+  });
+
+  it('stores what the event loop would have: the same event, execution and first run as for an event it commits', async () => {
+    core.useRules(releasesOnly);
+    const atIntake = release({ id: 'tsk_intake' });
+    await core.store(atIntake);
+    core.writer.handOffTo({ lease: () => undefined, take: () => undefined });
+    const byTheLoop = release({ id: 'tsk_loop' });
+    await core.store(byTheLoop);
+    await core.processNext();
+
+    const rows = async (eventId: string) => {
+      const { status, depth, selfCaused, error, processedAt, attempts, nextAttemptAt, leaseOwner, leaseUntil, seenResource } = await core.event(eventId);
+      const [{ ruleId, ruleVersion, status: executionStatus, conditions, ruleSnapshot, createdAt, finishedAt, facts, id }] = await core.executions(eventId);
+      const [run] = await core.runs(id);
+      const explanation = (await core.explanation(eventId)).map((entry) => ({ ...entry, execution: entry.execution === id }));
+      return {
+        event: { status, depth, selfCaused, error, processedAt, attempts, nextAttemptAt, leaseOwner, leaseUntil, seenResource, explanation },
+        execution: { ruleId, ruleVersion, executionStatus, conditions, ruleSnapshot, createdAt, finishedAt, facts },
+        run: { status: run.status, type: run.type, position: run.position, request: run.request, nextAttemptAt: run.nextAttemptAt, resourceKey: run.resourceKey?.replace(/tsk_\w+/, 'tsk') },
+      };
+    };
+    const loop = await rows(byTheLoop.id);
+    // The loop's run is pending (its test hands nothing over); intake's is leased to this process.
+    expect(await rows(atIntake.id)).toEqual({ ...loop, run: { ...loop.run, status: 'running' } });
+  });
+
+  it('stores the first run unleased when the action loop has no room: the action claim takes it', async () => {
+    core.useRules(releasesOnly);
+    room = 0;
+    const event = release();
+    await core.store(event);
+
+    expect(made).toEqual([expect.objectContaining({ leased: false })]);
+    expect(await core.run(made[0].run.id)).toMatchObject({ status: 'pending', leaseOwner: null });
+    expect((await core.queue.claimActionRuns(10, core.runner.leaseMs)).map((run) => run.id)).toEqual([made[0].run.id]);
+  });
+
+  it('counts a throttle in the commit: the second of two events over the limit is throttled', async () => {
+    core.useRules(aRule({ ...releasesOnly.definition, options: { throttle: { limit: 1, windowSeconds: 60, key: 'all' } } }));
+    const [first, second] = [release({ id: 'tsk_1' }), release({ id: 'tsk_2' })];
+    await storeTogether(core, [first, second]);
+
+    expect(decided.map((e) => e.event_id)).toEqual([first.id, second.id]);
+    expect((await core.executions(first.id)).map((e) => e.status)).toEqual(['running']);
+    expect((await core.executions(second.id)).map((e) => e.status)).toEqual(['throttled']);
+    expect(await core.explanation(second.id)).toEqual([expect.objectContaining({ rule: 'releases-only', outcome: 'throttled' })]);
+    expect(made.map(({ execution }) => execution.eventId)).toEqual([first.id]);
+  });
+
+  it('leaves a later event about the same resource in the same commit waiting behind the first one\'s run', async () => {
+    core.useRules(releasesOnly);
+    const [first, second] = [release({ id: 'tsk_same' }), release({ id: 'tsk_same', title: 'Release 2.1' })];
+    await storeTogether(core, [first, second]);
+
+    expect(decided.map((e) => e.event_id)).toEqual([first.id]);
+    expect(handed).toEqual([]);
+    expect(await core.event(second.id)).toMatchObject({ status: 'received', leaseOwner: null });
+    expect(await core.queue.claimEvents(10)).toEqual([]);
+  });
+
+  it('counts the events it decides in the metrics as processed or ignored', async () => {
+    core.useRules(releasesOnly);
+    const [matched, unmatched] = [release({ id: 'tsk_m' }), taskEvent('task.updated', { id: 'tsk_u', title: 'Routine update' })];
+    await storeTogether(core, [matched, unmatched]);
+    core.processor.countDecided(decided);
+
+    const text = await core.metrics.registry.metrics();
+    expect(text).toMatch(/events_processed_total\{[^}]*status="processed"[^}]*\} 1/);
+    expect(text).toMatch(/events_processed_total\{[^}]*status="ignored"[^}]*\} 1/);
   });
 });
 

@@ -115,7 +115,7 @@ export interface DecidedRecord {
   resource: Record<string, unknown> | undefined;
 }
 
-interface NewExecution {
+export interface NewExecution {
   id: string;
   match: VerdictMatch;
   throttled: boolean;
@@ -177,7 +177,39 @@ export class EventCommit {
   }
 
   /** What a finished event created: its executions, their first runs, its resource's snapshot. */
-  private async record(sql: Statements, { claim, verdict, resource, envelope, cancels, resourceKnown }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+  private async record(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+    const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
+    await this.saveSnapshot(sql, prepared, now);
+    this.metrics.eventProcessed(prepared.claim.type, prepared.verdict.status);
+    return runs;
+  }
+
+  /**
+   * The executions of an event a rule matched in the commit that stores it (intake's, EventProcessor.decideAtIntake),
+   * counted against their throttles as `commit` counts them: asked before the event is stored, whose explanation
+   * names them.
+   */
+  async executionsAtIntake(sql: Statements, verdict: Verdict, now: string): Promise<NewExecution[]> {
+    return this.decideThrottles(sql, verdict, now);
+  }
+
+  /** The explanation of an event decided at intake as stored, naming its executions. */
+  explanationAtIntake(verdict: Verdict, executions: NewExecution[]): string {
+    return JSON.stringify(explain(verdict.explanation, executions));
+  }
+
+  /**
+   * What an event a rule matched, decided in the commit that stores it, writes once it has its seq: what `record`
+   * writes for an event the loop commits (its executions, their first runs leased to `handOff` as far as it has room,
+   * its resource's snapshot). Counted once that commit is done (EventProcessor.countDecided). The runs, and the
+   * snapshot saved, if any.
+   */
+  async recordAtIntake(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff: HandOff): Promise<{ runs: CreatedRun[]; snapshot?: string }> {
+    const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
+    return { runs, snapshot: await this.saveSnapshot(sql, prepared, now) };
+  }
+
+  private async recordExecutions(sql: Statements, { claim, verdict, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs: CreatedRun[] = [];
     if (cancels && cancels.length > 0) await cancelWaitingFor(sql, claim, cancels, now);
     if (verdict.status === 'loop_blocked') await emitLoopBlocked(sql, claim, verdict.position.depth, now);
@@ -197,13 +229,17 @@ export class EventCommit {
       const run = await insertFirstRun(sql, claim, loaded, start, now, lease);
       runs.push({ run, execution: loaded, leased: lease !== undefined });
     }
-    if (claim.resource_key && resource) {
-      await sql.run(SAVE_SNAPSHOT, [claim.resource_key, JSON.stringify(resource), claim.seq, now]);
-      // Only the first snapshot can leave events about the resource unseen (PreparedEvent.resourceKnown).
-      if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
-    }
-    this.metrics.eventProcessed(claim.type, verdict.status);
     return runs;
+  }
+
+  /** The event's resource as it is now, for the next event's `changes`; the text saved, if any. */
+  private async saveSnapshot(sql: Statements, { claim, resource, resourceKnown }: PreparedEvent, now: string): Promise<string | undefined> {
+    if (!claim.resource_key || !resource) return undefined;
+    const payload = JSON.stringify(resource);
+    await sql.run(SAVE_SNAPSHOT, [claim.resource_key, payload, claim.seq, now]);
+    // Only the first snapshot can leave events about the resource unseen (PreparedEvent.resourceKnown).
+    if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
+    return payload;
   }
 
   /**

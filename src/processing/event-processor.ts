@@ -68,6 +68,8 @@ export class EventProcessor {
   private readonly committer: EventCommit;
   /** What intake's last commit evaluated of the events it handed over (deciderAtIntake), by event id. */
   private readonly evaluatedAtIntake = new Map<string, EvaluatedAtIntake>();
+  /** The events intake's last commit decided `processed` (a rule matched them), by id: the others it decided are `ignored`. */
+  private readonly processedAtIntake = new Set<string>();
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -148,18 +150,19 @@ export class EventProcessor {
    * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
    * loop (the loop logs it and stores an engine event); or anything threw.
    */
-  async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string): Promise<Decider | undefined> {
+  async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string, handOff?: HandOff): Promise<Decider<CreatedRun> | undefined> {
     this.evaluatedAtIntake.clear();
+    this.processedAtIntake.clear();
     try {
       const known = await this.knownResources(events, sql);
-      return (event) => this.decideAtIntake(event, known, new Date(now));
+      return (event) => this.decideAtIntake(sql, event, known, new Date(now), handOff);
     } catch (error) {
       if (storageFaultOf(error)) throw error; // the commit fails with it, as it would have in its next statement
       return undefined;
     }
   }
 
-  private async decideAtIntake(event: FreshEvent, known: KnownResources, now: Date): Promise<DecidedEvent | undefined> {
+  private async decideAtIntake(sql: Statements, event: FreshEvent, known: KnownResources, now: Date, handOff?: HandOff): Promise<DecidedEvent<CreatedRun> | undefined> {
     try {
       const key = event.resource_key;
       if (key !== null && this.registry.cancellersOf(event.type).length > 0) return undefined;
@@ -172,14 +175,17 @@ export class EventProcessor {
       const lookups = new NoLookups();
       const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
       if (lookups.asked) return undefined;
-      if (matched.length > 0) {
-        // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
-        // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
-        const verdict: Verdict = { status: 'processed', position, explanation, matched };
-        if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
-        return undefined;
-      }
       const committer = this.committer;
+      if (matched.length > 0) {
+        const verdict: Verdict = { status: 'processed', position, explanation, matched };
+        if (handOff === undefined) {
+          // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
+          // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
+          if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+          return undefined;
+        }
+        return this.matchedAtIntake(sql, event, envelope, { verdict, resource, resourceKnown: previous !== undefined }, known, now, handOff);
+      }
       return {
         status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
         // A method, not an arrow function: the bundle names an arrow made per event at a cost (condition-results.ts `within`).
@@ -187,11 +193,44 @@ export class EventProcessor {
           const payload = await committer.recordDecided(sql, { seq, resourceKey: key, resource }, isoOf(now));
           // The next event of the commit about the resource compares itself with this one.
           if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
+          return [];
         },
       };
     } catch {
       return undefined; // the event loop evaluates it, and records what throws there
     }
+  }
+
+  /**
+   * An event a rule matched, decided in the commit that stores it (`processed`): that commit writes what the event
+   * loop's would (event-commit.ts `recordAtIntake`), and its first runs go to the action loop, leased to `handOff` as
+   * far as it has room, once the commit is done (FreshEventsHandOff.take): the event needs no commit of the loop's.
+   */
+  private async matchedAtIntake(
+    sql: Statements,
+    event: FreshEvent,
+    envelope: EventEnvelope,
+    { verdict, resource, resourceKnown }: EvaluatedAtIntake,
+    known: KnownResources,
+    now: Date,
+    handOff: HandOff,
+  ): Promise<DecidedEvent<CreatedRun>> {
+    const at = isoOf(now);
+    const committer = this.committer;
+    const processed = this.processedAtIntake;
+    const executions = await committer.executionsAtIntake(sql, verdict, at);
+    const { depth, selfCaused } = verdict.position;
+    return {
+      status: 'processed', depth, selfCaused, explanation: committer.explanationAtIntake(verdict, executions),
+      async record(sql, seq) {
+        const claim: ClaimedEvent = { seq, event_id: event.event_id, type: event.type, resource_key: event.resource_key, payload: event.payload, depth: event.depth, attempts: 0 };
+        const { runs, snapshot } = await committer.recordAtIntake(sql, { claim, verdict, resource, envelope, resourceKnown }, executions, at, handOff);
+        // The next event of the commit about the resource compares itself with this one.
+        if (event.resource_key !== null && snapshot !== undefined) known.snapshots.set(event.resource_key, { payload: snapshot });
+        processed.add(event.event_id);
+        return runs;
+      },
+    };
   }
 
   /**
@@ -206,7 +245,7 @@ export class EventProcessor {
 
   /** Counts the events intake's commit decided, once it is done, as a commit of the event loop counts its own; how many. */
   countDecided(decided: FreshEvent[]): number {
-    for (const event of decided) this.metrics.eventProcessed(event.type, 'ignored');
+    for (const event of decided) this.metrics.eventProcessed(event.type, this.processedAtIntake.has(event.event_id) ? 'processed' : 'ignored');
     return decided.length;
   }
 

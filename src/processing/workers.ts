@@ -39,15 +39,17 @@ import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
 import { ExecutionProgress } from './execution-progress.js';
-import { isStep } from '../rules/rule.types.js';
 import { CLAIM_MIN, claimSize, handedBatchSize } from './claim-size.js';
 import { Replicas } from './replicas.js';
 import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
-import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
+import type { ClaimedActionRun, ClaimedEvent, CreatedRun, HandOff, LoadedExecution, PreparedEvent } from './work.js';
 import { statementsOf } from '../database/statements.js';
 import { ParkedEvents } from './parked-events.js';
+import { LeasesBeingTaken } from './leases-being-taken.js';
+import { mapLimit } from './map-limit.js';
+import { allHoldTheirResource, endsItsExecution } from './work-ends.js';
 
 const POLL_MS = 250;
 /** The first claim's size, and the claims made in outcome commits; events handed over are taken handedBatchSize's at a time. */
@@ -94,11 +96,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private faultsHandedBack = 0;
   /** Ids of the action runs being performed now: their leases are not handed back. */
   private readonly performing = new Set<string>();
-  /**
-   * When each claim or commit that leases action runs to this process began (by the clock that stamps leases), until
-   * its runs are in `performing`: a lease it took may be committed and not yet known here, and is not handed back.
-   */
-  private readonly leasing = new Set<{ at: number }>();
+  /** The claims and commits leasing action runs to this process, until their runs are in `performing`. */
+  private readonly leasing: LeasesBeingTaken;
   /** The action loop's last claim took all it asked for (or asked for none): more may wait for a free slot. */
   private actionClaimFull = true;
   /** How far the event loop is ahead of the action loop (runs-ahead.ts). */
@@ -127,25 +126,40 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     private readonly processor: EventProcessor,
     private readonly runner: ActionRunner,
     private readonly db: Database,
-    writer: EventWriter,
+    private readonly writer: EventWriter,
     private readonly replicas: Replicas,
     progress: ExecutionProgress,
   ) {
-    writer.handOffTo({
+    this.leasing = new LeasesBeingTaken(clock);
+    this.takeFromIntake(writer);
+    this.takeFromOutcomes(progress);
+    this.maxInFlight = Math.max(4, Math.min(MAX_IN_FLIGHT, Math.ceil(config.rateLimitPerMinute / 60)));
+  }
+
+  /** What intake's commits hand over: the events they lease, and (SQLite) those they decide with their first runs. */
+  private takeFromIntake(writer: EventWriter): void {
+    writer.handOffTo<CreatedRun>({
       lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length - this.parked.size : 0),
-      // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there).
-      decider: db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now) : undefined,
+      // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there),
+      // which also writes the executions of the rules that matched it and their first runs, handed to the action loop.
+      decider: this.db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.intakeHandOff()) : undefined,
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
-      take: (leased, complete, decided) => {
+      take: (leased, complete, decided, made) => {
+        this.leasing.intakeEnds();
         // Those stored decided are counted as the event loop counts what it commits.
         if (decided.length > 0) this.replicas.countEvents(this.processor.countDecided(decided));
+        if (made.length > 0) this.startCreated(made);
         const ready = this.parked.park(leased.map((event) => this.processor.evaluatedAt(event)));
         this.handed.push(...ready);
         if (ready.length > 0) this.handedArrival.nudge();
         if (ready.length > 0 || !complete) this.events.nudge();
       },
     });
+  }
+
+  /** What the commits of outcomes hand over: the events those let go. */
+  private takeFromOutcomes(progress: ExecutionProgress): void {
     progress.handOffTo<ClaimedEvent>({
       lease: async (sql) => {
         // Only while the loop waits for work (events held behind runs in flight): a busy loop claims whole batches
@@ -170,7 +184,6 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         if (events.length > 0 || !complete) this.events.nudge();
       },
     });
-    this.maxInFlight = Math.max(4, Math.min(MAX_IN_FLIGHT, Math.ceil(config.rateLimitPerMinute / 60)));
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -194,6 +207,10 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** Stops claiming, waits for work in hand to finish, and hands back what was not started. */
   async stop(): Promise<void> {
     if (!this.running) return;
+    // A commit of intake's in flight may lease runs to this process (the events it decides): they start, and are
+    // waited for below, as the event loop's are. Intake takes no new webhooks by now (stopApp), and once the loops
+    // stop its commits lease nothing.
+    await this.writer.settled();
     this.running = false;
     this.events.nudge();
     this.actions.nudge();
@@ -274,7 +291,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const runs = await this.guard('hand back leases', async () => {
       await this.queue.releaseMine();
       // Leases run out at `leaseMs` after they were taken: those that run out earlier were taken before any claim or commit in flight.
-      const takenBefore = Math.min(this.clock.now().getTime(), ...[...this.leasing].map((l) => l.at));
+      const takenBefore = this.leasing.takenBefore();
       return this.queue.releaseMyRuns(this.performing, isoString(takenBefore + this.runner.leaseMs));
     });
     if (runs === undefined) return false;
@@ -300,15 +317,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       if (ready) prepared.push(ready);
     });
     // The first action runs go to this process's action loop in the same commit, as far as it has room.
-    const leasing = this.leasingStarts();
+    const leasing = this.leasing.starts();
     let created: CreatedRun[] | undefined;
     try {
       const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
       created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
-      for (const { run, execution, leased } of created ?? []) if (leased) this.startAction(run, execution);
-      this.runsAhead.created(created?.filter(({ leased }) => !leased).length ?? 0);
+      this.startCreated(created ?? []);
     } finally {
-      this.leasing.delete(leasing);
+      this.leasing.ends(leasing);
     }
     // Committing each event on its own cannot help when the database takes no writes at all.
     if (created === undefined && this.leasesToHandBack) return true;
@@ -318,7 +334,6 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       return true;
     }
     this.replicas.countEvents(prepared.length);
-    if (created.some(({ leased }) => !leased)) this.actions.nudge();
     return full || this.handed.length > 0 || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
   }
 
@@ -336,7 +351,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     while (this.running) {
       // No more than the rate budget can start now: a run it cannot start would only be handed back (budget-wait.ts).
       const room = this.runner.room(Math.min(this.maxInFlight - this.slots.size, ACTION_BATCH));
-      const leasing = this.leasingStarts();
+      const leasing = this.leasing.starts();
       let claims: ClaimedActionRun[] | undefined;
       try {
         claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
@@ -344,7 +359,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         const executions = await this.guard('read the executions of claimed runs', () => this.runner.executionsOf(taken));
         for (const claim of taken) this.startAction(claim, executions?.get(claim.execution_id));
       } finally {
-        this.leasing.delete(leasing);
+        this.leasing.ends(leasing);
       }
       this.actionClaimFull = claims === undefined || claims.length >= room.free;
       this.runsAhead.claimed(claims && { asked: room.free, took: claims.length });
@@ -385,10 +400,23 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     return status;
   }
 
-  private leasingStarts(): { at: number } {
-    const leasing = { at: this.clock.now().getTime() };
-    this.leasing.add(leasing);
-    return leasing;
+  /** The runs a commit created: those leased to this process start now; the action loop claims the others. */
+  private startCreated(created: CreatedRun[]): void {
+    const unleased = created.filter(({ leased }) => !leased).length;
+    for (const { run, execution, leased } of created) if (leased) this.startAction(run, execution);
+    this.runsAhead.created(unleased);
+    if (unleased > 0) this.actions.nudge();
+  }
+
+  /**
+   * How intake's next commit may lease the first runs of the events it decides to this process (as the event loop's
+   * commits do): as far as the action loop has room, while the loops run. Its leases count as being taken until the
+   * commit is done (`take`), or until the next commit asks, if this one failed.
+   */
+  private intakeHandOff(): HandOff | undefined {
+    if (!this.running) return undefined;
+    this.leasing.intakeStarts();
+    return this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
@@ -411,31 +439,4 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       return undefined;
     }
   }
-}
-
-
-/**
- * Whether every committed event about a resource left a run on it: the next
- * event about that resource then waits for the run to end (which nudges the
- * event loop), so nothing the commit unblocked is claimable yet.
- */
-function allHoldTheirResource(prepared: PreparedEvent[], created: CreatedRun[]): boolean {
-  const held = new Set<number>();
-  for (const { run } of created) if (run.resource_key !== null) held.add(run.event_seq);
-  return prepared.every(({ claim }) => claim.resource_key === null || held.has(claim.seq));
-}
-
-/** A plain action that was its execution's last entry, and ended: its outcome's commit queued no further run. */
-function endsItsExecution(claim: ClaimedActionRun, execution: LoadedExecution | undefined, status: string | undefined): boolean {
-  if (execution === undefined || (status !== 'succeeded' && status !== 'failed' && status !== 'skipped')) return false;
-  const entry = execution.rule.actions[claim.position];
-  return entry !== undefined && claim.position === execution.rule.actions.length - 1 && claim.item_index == null && !isStep(entry.type) && entry.forEach === undefined;
-}
-
-async function mapLimit<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await work(items[next++]);
-  });
-  await Promise.all(lanes);
 }
