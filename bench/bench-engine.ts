@@ -44,6 +44,17 @@ export const BENCH_RULE = {
   actions: [{ type: 'task.create', params: { project_id: '{{ event.data.task.project_id }}', title: 'Follow-up {{ event.id }}' } }],
 };
 
+/**
+ * BENCH_RULE with its follow-up created in another project: a new task of the events' project then never waits
+ * behind the creates in flight there (the causal barrier, SPEC section 6), which under BENCH_RULE it nearly always
+ * does. `npm run bench:instructions -- --elsewhere` counts that workload (a rule whose actions change other things
+ * than the resources its events announce, as most do).
+ */
+export const BENCH_RULE_ELSEWHERE = {
+  ...BENCH_RULE,
+  actions: [{ type: 'task.create', params: { project_id: 'prj_elsewhere', title: 'Follow-up {{ event.id }}' } }],
+};
+
 export interface EngineMemory {
   rssMb: number;
   /** Peak RSS over the process's life (VmHWM); undefined in process, where it would include the load generator. */

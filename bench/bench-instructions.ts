@@ -27,7 +27,7 @@
  * one thread the engine's throughput depends on; the others are V8's
  * compilers and garbage collector and libuv's pool).
  *
- *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep] [--functions N]
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep] [--functions N] [--elsewhere]
  *
  * `--bundle` measures another build of the engine in place of the current
  * one: a copy of dist-bench/bundle/main.js made before a change, put two
@@ -37,8 +37,10 @@
  * functions (SQLite, V8's runtime, libc); JavaScript compiled by V8 shows as
  * unnamed addresses. `--functions N` names those too (node's
  * `--perf-basic-prof` map, bench-functions.ts) and prints the main thread's
- * top N functions, self and inclusive. About two minutes per system for the
- * defaults.
+ * top N functions, self and inclusive. `--elsewhere` loads the engine's rule
+ * with its follow-ups created in another project (BENCH_RULE_ELSEWHERE), so
+ * that no event waits behind the creates in flight in its own. About two
+ * minutes per system for the defaults.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -51,7 +53,7 @@ import { engineEnv } from '../test/support/engine.js';
 import { freePort } from '../test/support/ports.js';
 import { waitUntil } from '../test/support/wait.js';
 import { Cleanup } from './bench-cleanup.js';
-import { benchEnv, ENGINE_MAIN, REFERENCE_MAIN, referenceEnv, writeRules } from './bench-engine.js';
+import { BENCH_RULE, BENCH_RULE_ELSEWHERE, benchEnv, ENGINE_MAIN, REFERENCE_MAIN, referenceEnv, writeRules } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
@@ -106,6 +108,8 @@ interface Options {
   intake?: boolean;
   /** Name the main thread's top functions, this many (bench-functions.ts). */
   functions?: number;
+  /** The engine's rule creates its follow-ups in another project (BENCH_RULE_ELSEWHERE): no event is held. */
+  elsewhere?: boolean;
 }
 
 export interface InstructionCount {
@@ -191,7 +195,7 @@ export async function countInstructions(options: Options, cleanup: Cleanup): Pro
     const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const file = join(folder, 'engine.sqlite');
-    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${file}`, serviceUrl: fake.url }, writeRules(cleanup)));
+    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${file}`, serviceUrl: fake.url }, writeRules(cleanup, [options.elsewhere ? BENCH_RULE_ELSEWHERE : BENCH_RULE])));
     counts.push(await measure('engine', { script: options.bundle, env, readyPath: '/health/ready', waiting: () => waitingIn(file) }, fake, options, cleanup));
   }
   return counts;
@@ -209,9 +213,9 @@ function waitingIn(file: string): number {
 
 const millions = (n: number) => `${(n / 1e6).toFixed(3)} M`;
 
-export function report(counts: InstructionCount[], intake = false): string[] {
+export function report(counts: InstructionCount[], intake = false, elsewhere = false): string[] {
   const reference = counts.find((c) => c.system === 'reference');
-  const what = intake ? 'intake, no event matches' : 'end to end';
+  const what = intake ? 'intake, no event matches' : elsewhere ? "end to end, the engine's follow-ups created in another project" : 'end to end';
   const lines = [`instructions per event (callgrind; ${what}, SQLite; 32 keep-alive connections):`, '               all threads   main thread'];
   for (const c of counts) {
     const ratio = reference && c !== reference ? `   reference / engine: ${(reference.total / c.total).toFixed(2)}× all, ${(reference.mainThread / c.mainThread).toFixed(2)}× main thread` : '';
@@ -227,6 +231,7 @@ async function main(): Promise<void> {
     options: {
       events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '3000' }, bundle: { type: 'string', default: ENGINE_MAIN },
       only: { type: 'string' }, keep: { type: 'boolean', default: false }, intake: { type: 'boolean', default: false }, functions: { type: 'string' },
+      elsewhere: { type: 'boolean', default: false },
     },
   });
   const functions = values.functions === undefined ? undefined : Number(values.functions);
@@ -235,11 +240,12 @@ async function main(): Promise<void> {
   const warmup = Number(values.warmup);
   if (!Number.isInteger(events) || events < 1 || !Number.isInteger(warmup) || warmup < 0) throw new Error('--events must be a whole number ≥ 1, --warmup ≥ 0');
   if (values.only !== undefined && !['engine', 'reference'].includes(values.only)) throw new Error('--only takes engine or reference');
+  if (values.elsewhere && values.intake) throw new Error('--elsewhere is about the end-to-end run; --intake matches no event');
   const cleanup = new Cleanup();
   process.once('SIGINT', () => cleanup.interrupt());
   try {
-    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake, functions }, cleanup);
-    for (const line of report(counts, values.intake)) process.stdout.write(`${line}\n`);
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake, functions, elsewhere: values.elsewhere }, cleanup);
+    for (const line of report(counts, values.intake, values.elsewhere)) process.stdout.write(`${line}\n`);
   } finally {
     await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
   }
