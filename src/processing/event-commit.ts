@@ -179,7 +179,7 @@ export class EventCommit {
   /** What a finished event created: its executions, their first runs, its resource's snapshot. */
   private async record(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
-    await this.saveSnapshot(sql, prepared, now);
+    await this.saveSnapshot(sql, prepared, now, !prepared.resourceKnown);
     this.metrics.eventProcessed(prepared.claim.type, prepared.verdict.status);
     return runs;
   }
@@ -201,12 +201,12 @@ export class EventCommit {
   /**
    * What an event a rule matched, decided in the commit that stores it, writes once it has its seq: what `record`
    * writes for an event the loop commits (its executions, their first runs leased to `handOff` as far as it has room,
-   * its resource's snapshot). Counted once that commit is done (EventProcessor.countDecided). The runs, and the
-   * snapshot saved, if any.
+   * its resource's snapshot, with no event marked seen, as `recordDecided` says). Counted once that commit is done
+   * (EventProcessor.countDecided). The runs, and the snapshot saved, if any.
    */
   async recordAtIntake(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff: HandOff): Promise<{ runs: CreatedRun[]; snapshot?: string }> {
     const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
-    return { runs, snapshot: await this.saveSnapshot(sql, prepared, now) };
+    return { runs, snapshot: await this.saveSnapshot(sql, prepared, now, false) };
   }
 
   private async recordExecutions(sql: Statements, { claim, verdict, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
@@ -232,13 +232,15 @@ export class EventCommit {
     return runs;
   }
 
-  /** The event's resource as it is now, for the next event's `changes`; the text saved, if any. */
-  private async saveSnapshot(sql: Statements, { claim, resource, resourceKnown }: PreparedEvent, now: string): Promise<string | undefined> {
+  /**
+   * The event's resource as it is now, for the next event's `changes`; the text saved, if any. `markSeen`: the events
+   * waiting about the resource are marked seen (only its first snapshot can leave any unseen: PreparedEvent.resourceKnown).
+   */
+  private async saveSnapshot(sql: Statements, { claim, resource }: PreparedEvent, now: string, markSeen: boolean): Promise<string | undefined> {
     if (!claim.resource_key || !resource) return undefined;
     const payload = JSON.stringify(resource);
     await sql.run(SAVE_SNAPSHOT, [claim.resource_key, payload, claim.seq, now]);
-    // Only the first snapshot can leave events about the resource unseen (PreparedEvent.resourceKnown).
-    if (!resourceKnown) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
+    if (markSeen) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
     return payload;
   }
 
