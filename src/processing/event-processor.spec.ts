@@ -123,6 +123,19 @@ describe.each(kinds)(`${EventProcessor.name} on $name`, (kind) => {
     });
   });
 
+  describe('the resources a batch is about', () => {
+    it('reads their snapshots and provenance, but no snapshot on SQLite for an event held behind a create (its resource had none, and none comes before it)', async () => {
+      const at = core.clock.now().toISOString();
+      await core.db.write((m) => m.insert(ResourceSnapshotEntity, { resourceKey: 'task:tsk_a', payload: '{"id":"tsk_a"}', eventSeq: 1, updatedAt: at }));
+      const held = { scope: { kind: 'task', parent: 'project:prj_1' }, receivedAt: at };
+
+      const known = await core.processor.knownResources([{ resource_key: 'task:tsk_a' }]);
+      expect([...known.snapshots.keys()]).toEqual(['task:tsk_a']);
+      const heldOnly = await core.processor.knownResources([{ resource_key: 'task:tsk_a', held }]);
+      expect([...heldOnly.snapshots.keys()]).toEqual(kind.name === 'sqlite' ? [] : ['task:tsk_a']);
+    });
+  });
+
   describe('a throttle of one execution per minute', () => {
     it('records the second match within the minute as throttled, with no action run', async () => {
       core.useRules(oncePerMinute);

@@ -82,12 +82,18 @@ export class EventProcessor {
     this.committer = new EventCommit(db.kind, config.dryRun, metrics);
   }
 
-  /** The snapshots and provenance of the resources a batch is about, read for the whole batch (one statement on PostgreSQL, two on SQLite). */
-  async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
+  /**
+   * The snapshots and provenance of the resources a batch is about, read for the whole batch (one statement on
+   * PostgreSQL, two on SQLite). SQLite: no snapshot is looked up for an event held behind a create in flight: its
+   * resource had none when intake stored it (a held resource is unseen), and none is saved before the event is
+   * committed, being first in line for its resource. Its provenance is what the create may have left meanwhile.
+   */
+  async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key' | 'held'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
     const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
     if (this.db.kind === 'postgres') return knownOf(await sql.rows<KnownRow>(KNOWN_PG, [keys]));
-    const snapshots = await sql.rows<{ resource_key: string; payload: string }>(SNAPSHOTS(keys.length), keys);
+    const mayHaveOne = [...new Set(claims.filter((c) => c.resource_key !== null && c.held === undefined).map((c) => c.resource_key!))];
+    const snapshots = mayHaveOne.length === 0 ? [] : await sql.rows<{ resource_key: string; payload: string }>(SNAPSHOTS(mayHaveOne.length), mayHaveOne);
     const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(PROVENANCE(keys.length), keys);
     return {
       snapshots: new Map(snapshots.map((s) => [s.resource_key, s])),
