@@ -60,7 +60,7 @@ export class GroupCommit<I, O> {
       if (!this.flushing) {
         this.flushing = true;
         // After the I/O callbacks already due, so everything that has arrived joins this batch.
-        this.flushed = new Promise((done) => setImmediate(() => void this.flush().then(done)));
+        this.flushed = new Promise((done) => setImmediate(() => void this.flush().finally(done)));
       }
     });
   }
