@@ -179,7 +179,7 @@ export class EventCommit {
   /** What a finished event created: its executions, their first runs, its resource's snapshot. */
   private async record(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
     const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
-    await this.saveSnapshot(sql, prepared, now, !prepared.resourceKnown);
+    await this.saveSnapshot(sql, prepared.claim, prepared.resource, now, !prepared.resourceKnown);
     this.metrics.eventProcessed(prepared.claim.type, prepared.verdict.status);
     return runs;
   }
@@ -206,7 +206,7 @@ export class EventCommit {
    */
   async recordAtIntake(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff: HandOff): Promise<{ runs: CreatedRun[]; snapshot?: string }> {
     const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
-    return { runs, snapshot: await this.saveSnapshot(sql, prepared, now, false) };
+    return { runs, snapshot: await this.saveSnapshot(sql, prepared.claim, prepared.resource, now, false) };
   }
 
   private async recordExecutions(sql: Statements, { claim, verdict, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
@@ -236,11 +236,17 @@ export class EventCommit {
    * The event's resource as it is now, for the next event's `changes`; the text saved, if any. `markSeen`: the events
    * waiting about the resource are marked seen (only its first snapshot can leave any unseen: PreparedEvent.resourceKnown).
    */
-  private async saveSnapshot(sql: Statements, { claim, resource }: PreparedEvent, now: string, markSeen: boolean): Promise<string | undefined> {
-    if (!claim.resource_key || !resource) return undefined;
+  private async saveSnapshot(
+    sql: Statements,
+    { resource_key: key, seq }: Pick<ClaimedEvent, 'resource_key' | 'seq'>,
+    resource: Record<string, unknown> | undefined,
+    now: string,
+    markSeen: boolean,
+  ): Promise<string | undefined> {
+    if (!key || !resource) return undefined;
     const payload = JSON.stringify(resource);
-    await sql.run(SAVE_SNAPSHOT, [claim.resource_key, payload, claim.seq, now]);
-    if (markSeen) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [claim.resource_key]);
+    await sql.run(SAVE_SNAPSHOT, [key, payload, seq, now]);
+    if (markSeen) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [key]);
     return payload;
   }
 
@@ -251,11 +257,8 @@ export class EventCommit {
    * waits before it (its lease, work-queue.ts FRESH_LEASE_SQLITE), and those stored after it see the snapshot.
    * Counted once that commit is done. The snapshot saved, if any.
    */
-  async recordDecided(sql: Statements, { seq, resourceKey, resource }: DecidedRecord, now: string): Promise<string | undefined> {
-    if (!resourceKey || !resource) return undefined;
-    const payload = JSON.stringify(resource);
-    await sql.run(SAVE_SNAPSHOT, [resourceKey, payload, seq, now]);
-    return payload;
+  recordDecided(sql: Statements, { seq, resourceKey, resource }: DecidedRecord, now: string): Promise<string | undefined> {
+    return this.saveSnapshot(sql, { resource_key: resourceKey, seq }, resource, now, false);
   }
 
   /** Counted inside the transaction, under a lock on (rule, key) on PostgreSQL, so concurrent events cannot both slip under the limit. */
