@@ -184,15 +184,6 @@ export class EventCommit {
     return runs;
   }
 
-  /**
-   * The executions of an event a rule matched in the commit that stores it (intake's, EventProcessor.decideAtIntake),
-   * counted against their throttles as `commit` counts them: asked before the event is stored, whose explanation
-   * names them.
-   */
-  async executionsAtIntake(sql: Statements, verdict: Verdict, now: string): Promise<NewExecution[]> {
-    return this.decideThrottles(sql, verdict, now);
-  }
-
   /** The explanation of an event decided at intake as stored, naming its executions. */
   explanationAtIntake(verdict: Verdict, executions: NewExecution[]): string {
     return JSON.stringify(explain(verdict.explanation, executions));
@@ -261,8 +252,12 @@ export class EventCommit {
     return this.saveSnapshot(sql, { resource_key: resourceKey, seq }, resource, now, false);
   }
 
-  /** Counted inside the transaction, under a lock on (rule, key) on PostgreSQL, so concurrent events cannot both slip under the limit. */
-  private async decideThrottles(sql: Statements, verdict: Verdict, now: string): Promise<NewExecution[]> {
+  /**
+   * The executions of the verdict's matched rules, each counted against its throttle inside the transaction, under a
+   * lock on (rule, key) on PostgreSQL, so concurrent events cannot both slip under the limit. Asked by `commit`, and by
+   * intake's commit for an event it decides (EventProcessor.matchedAtIntake) before storing it: its explanation names them.
+   */
+  async decideThrottles(sql: Statements, verdict: Verdict, now: string): Promise<NewExecution[]> {
     const executions: NewExecution[] = [];
     for (const match of verdict.matched) {
       const throttle = match.rule.definition.options?.throttle;

@@ -224,7 +224,7 @@ export class EventProcessor {
     const at = isoOf(now);
     const committer = this.committer;
     const processed = this.processedAtIntake;
-    const executions = await committer.executionsAtIntake(sql, verdict, at);
+    const executions = await committer.decideThrottles(sql, verdict, at);
     const { depth, selfCaused } = verdict.position;
     return {
       status: 'processed', depth, selfCaused, explanation: committer.explanationAtIntake(verdict, executions),
