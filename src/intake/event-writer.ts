@@ -69,8 +69,16 @@ export interface FreshEventsHandOff<Made = never> {
   take(leased: LeasedEvent[], complete: boolean, decided: FreshEvent[], made: Made[]): void;
 }
 
-/** Decides one new event of its commit (FreshEventsHandOff.decider), in the order they are stored. */
-export type Decider<Made = never> = (event: FreshEvent) => Promise<DecidedEvent<Made> | undefined>;
+/** What decides a commit's new events (FreshEventsHandOff.decider), asked of each in the order they are stored. */
+export interface Decider<Made = never> {
+  decide(event: FreshEvent): Promise<DecidedEvent<Made> | undefined>;
+  /**
+   * Whether the resource has a snapshot now, as the commit sees it: read for the batch's resources before its first
+   * event, and kept up to date with the snapshots its decided events save. The commit's statements bind it instead of
+   * probing resource_snapshots for it twice an event (the lease's `seen`, the row's `seen_resource`).
+   */
+  seen(resourceKey: string): boolean;
+}
 
 /** A new event as the commit that stores it knows it, before it has a seq. */
 export interface FreshEvent {
@@ -151,12 +159,16 @@ const SEEN = (key: string) => `${key} IS NULL OR EXISTS (SELECT 1 FROM resource_
  * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), leased as its last
  * two placeholders say (NULL, NULL: unleased). Without RETURNING (Statements.insertOne): a conflict stores nothing.
  */
-const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, ?, ?)
+const insertOne = (seen: string) => `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${seen}, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
+/** Placeholders of `seen` in INSERT_ONE: the resource key twice. */
+const INSERT_ONE = insertOne(SEEN('?'));
+/** INSERT_ONE with `seen` bound (Decider.seen): one placeholder, 0 or 1. */
+const INSERT_ONE_SEEN_KNOWN = insertOne('?');
 
-/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last. */
+/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last; `seen` bound (Decider.seen). */
 const INSERT_DECIDED = `INSERT INTO events (${COLUMNS}, self_caused, processed_at, explanation)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ${SEEN('?')}, NULL, NULL, ?, ?, ?)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL, ?, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
 
 /** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
@@ -175,9 +187,12 @@ const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND rece
  * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, resource_key twice, then the
  * lease's. (The lease inside the INSERT, as on PostgreSQL, cost 28 µs an event against 16 for the two apart.)
  */
-const leasedOne = (lease: string) => `WITH batch AS (
-    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ${SEEN('?')} AS seen, 1 AS ord)
+const leasedOneAs = (seen: string) => (lease: string) => `WITH batch AS (
+    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ${seen} AS seen, 1 AS ord)
   ${lease}`;
+const leasedOne = leasedOneAs(SEEN('?'));
+/** leasedOne with `seen` bound (Decider.seen): placeholders resource_key, scope_kind, scope_parent, received_at, seen, then the lease's. */
+const leasedOneSeenKnown = leasedOneAs('?');
 
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
@@ -231,8 +246,9 @@ export class EventWriter {
   private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased and decided (one batch at a time: GroupCommit flushes in turn). */
   private leased: Stored | undefined;
-  /** The statements that store and lease, by the lease's text (one per database kind). */
+  /** The statements that store and lease, by the lease's text (one per database kind), `seen` probed and bound. */
   private readonly leasingTexts = new Map<string, string>();
+  private readonly leasingTextsSeenKnown = new Map<string, string>();
 
   constructor(
     private readonly db: Database,
@@ -291,10 +307,19 @@ export class EventWriter {
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
   }
 
-  private leasingText(lease: FreshLease, make: (lease: string) => string): string {
-    let text = this.leasingTexts.get(lease.sql);
-    if (text === undefined) this.leasingTexts.set(lease.sql, (text = make(lease.sql)));
+  private leasingText(lease: FreshLease, make: (lease: string) => string, texts = this.leasingTexts): string {
+    let text = texts.get(lease.sql);
+    if (text === undefined) texts.set(lease.sql, (text = make(lease.sql)));
     return text;
+  }
+
+  /** SQLite: whether one new event is leased (leasedOne), `seen` bound when the decider knows it. */
+  private async leaseOne(sql: Statements, lease: FreshLease, e: NewEvent, now: string, seen: boolean | undefined): Promise<LeaseRow | undefined> {
+    const scope = [e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, now];
+    const [leased] = seen === undefined
+      ? await sql.rows<LeaseRow>(this.leasingText(lease, leasedOne), [...scope, e.resourceKey, e.resourceKey, ...lease.params])
+      : await sql.rows<LeaseRow>(this.leasingText(lease, leasedOneSeenKnown, this.leasingTextsSeenKnown), [...scope, seen ? 1 : 0, ...lease.params]);
+    return leased;
   }
 
   private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
@@ -317,29 +342,28 @@ export class EventWriter {
     const inserted: Inserted[] = [];
     let room = lease?.room ?? 0;
     const fresh = lease !== undefined && this.handOff?.decider ? events.map(freshEvent) : [];
-    const decide = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
+    const decider = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
     for (const [i, e] of events.entries()) {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
-      const [leased] = lease !== undefined && room > 0
-        ? await sql.rows<{ lease_owner: string; lease_until: string; held?: number }>(
-          this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, e.resourceKey, e.resourceKey, ...lease.params])
-        : [];
-      const decided = leased && !leased.held ? await decide?.(fresh[i]) : undefined;
+      const seen = decider && (e.resourceKey === null || decider.seen(e.resourceKey));
+      const leased = lease !== undefined && room > 0 ? await this.leaseOne(sql, lease, e, now, seen) : undefined;
+      const decided = leased && !leased.held ? await decider?.decide(fresh[i]) : undefined;
       if (decided) {
         const seq = await sql.insertOne(INSERT_DECIDED, [
           e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, decided.status, e.source, e.payload, decided.depth, e.replayOf ?? null,
-          now, now, e.resourceKey, e.resourceKey, decided.selfCaused, now, decided.explanation,
+          now, now, seen ? 1 : 0, decided.selfCaused ? 1 : 0, now, decided.explanation,
         ]);
         if (seq === undefined) continue; // a duplicate: its decision is not stored
         const made = await decided.record(sql, seq);
         inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i], made });
         continue;
       }
-      const seq = await sql.insertOne(INSERT_ONE, [
-        e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now,
-        e.resourceKey, e.resourceKey, leased?.lease_owner ?? null, leased?.lease_until ?? null,
-      ]);
+      const columns = [e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now];
+      const leasedTo = [leased?.lease_owner ?? null, leased?.lease_until ?? null];
+      const seq = seen === undefined
+        ? await sql.insertOne(INSERT_ONE, [...columns, e.resourceKey, e.resourceKey, ...leasedTo])
+        : await sql.insertOne(INSERT_ONE_SEEN_KNOWN, [...columns, seen ? 1 : 0, ...leasedTo]);
       if (seq === undefined) continue; // a duplicate
       if (leased) room--;
       inserted.push({ seq, event_id: e.eventId, leased: leased !== undefined, held: Boolean(leased?.held) });
@@ -355,6 +379,13 @@ export class EventWriter {
     this.handOff?.take(leased.events, leased.complete, leased.decided, leased.made);
     for (const listener of this.listeners) listener();
   }
+}
+
+/** A row of leasedOne: the event is leased, and whether it is held behind a create in flight (SQLite answers 0 or 1). */
+interface LeaseRow {
+  lease_owner: string;
+  lease_until: string;
+  held?: number;
 }
 
 interface Inserted {

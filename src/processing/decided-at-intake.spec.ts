@@ -216,6 +216,21 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     expect(await core.event(inB.id)).toMatchObject({ status: 'ignored', seenResource: true });
   });
 
+  it('stores each event seen or not as its resource’s snapshot says, the commit binding what it read for the batch', async () => {
+    core.useRules(releasesOnly);
+    await storeAll([updated({ id: 'tsk_known' }), updated({ id: 'tsk_known_too' })]);
+    // A resource seen in an earlier commit, decided; another, matched, handed over undecided; a new one, decided.
+    const seenBefore = updated({ id: 'tsk_known' });
+    const matched = updated({ id: 'tsk_known_too', title: 'Release 2' });
+    const fresh = updated({ id: 'tsk_new' });
+    await storeAll([seenBefore, matched, fresh]);
+
+    expect(decided.map((e) => e.event_id)).toEqual(expect.arrayContaining([seenBefore.id, fresh.id]));
+    expect(handed.map((e) => e.event_id)).toEqual([matched.id]);
+    const seen = async (event: EventEnvelope) => (await core.event(event.id)).seenResource;
+    expect([await seen(seenBefore), await seen(matched), await seen(fresh)]).toEqual([true, true, false]);
+  });
+
   it('stores nothing for a duplicate: the first event’s row and snapshot stay', async () => {
     core.useRules(releasesOnly);
     const event = updated({ status: 'open' });
@@ -232,7 +247,7 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     core.useRules(releasesOnly);
     const broken = { event_id: 'x', type: 'task.updated', resource_key: 'task:x', payload: '{', depth: 0 };
     const now = core.clock.now().toISOString();
-    const decided = await core.db.write(async (m) => (await core.processor.deciderAtIntake(statementsOf(m), [broken], now))!(broken));
+    const decided = await core.db.write(async (m) => (await core.processor.deciderAtIntake(statementsOf(m), [broken], now))!.decide(broken));
     expect(decided).toBeUndefined();
   });
 });

@@ -161,7 +161,12 @@ export class EventProcessor {
     this.processedAtIntake.clear();
     try {
       const known = await this.knownResources(events, sql);
-      return (event) => this.decideAtIntake(sql, event, known, new Date(now), handOff);
+      const at = new Date(now);
+      return {
+        decide: (event) => this.decideAtIntake(sql, event, known, at, handOff),
+        // Every resource of the batch was looked up (a fresh event is never held), and each snapshot saved since is in `known`.
+        seen: (resourceKey) => known.snapshots.has(resourceKey),
+      };
     } catch (error) {
       if (storageFaultOf(error)) throw error; // the commit fails with it, as it would have in its next statement
       return undefined;
