@@ -202,6 +202,8 @@ async function startChildPatiently(spec: ChildSpec, cleanup: Cleanup, timeoutMs:
 
 function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
   const nodeArgs = settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [];
+  // Options for the engine's node alone (V8 flags, a --require hook), not for the reference or the load generator.
+  nodeArgs.push(...(process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(/\s+/).filter((arg) => arg !== ''));
   const env = benchEnv(settings, settings.rulesDir ?? writeRules(cleanup));
   const spec = { what: 'engine', script: ENGINE_MAIN, env, nodeArgs, readyPath: '/health/ready' };
   return settings.readyTimeoutMs === undefined ? startChildProcess(spec, cleanup) : startChildPatiently(spec, cleanup, settings.readyTimeoutMs);
