@@ -31,7 +31,8 @@ describe(parseEnvelope.name, () => {
   describe('a valid event', () => {
     it('keeps every field of the envelope, and finds the resource it is about and what could have caused it', () => {
       const event = anEvent({ extra: { kept: true } });
-      expect(parseEnvelope(raw(event))).toEqual({ ok: true, envelope: event, resourceKey: 'task:tsk_1', scope: { kind: 'task', parent: 'project:prj_1' } });
+      const body = raw(event);
+      expect(parseEnvelope(body)).toEqual({ ok: true, envelope: event, resourceKey: 'task:tsk_1', scope: { kind: 'task', parent: 'project:prj_1' }, text: body.toString('utf8') });
     });
 
     it('accepts a type no rule knows about', () => {

@@ -15,7 +15,8 @@ export interface EventEnvelope {
 }
 
 export type EnvelopeResult =
-  | { ok: true; envelope: EventEnvelope; resourceKey: string | null; scope: CausalScope | null }
+  /** `text`: the body as read (UTF-8), which intake stores as the event's payload. */
+  | { ok: true; envelope: EventEnvelope; resourceKey: string | null; scope: CausalScope | null; text: string }
   | { ok: false; code: 'invalid_json' | 'invalid_event'; message: string };
 
 const MAX_ID = 255;
@@ -97,5 +98,5 @@ export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
   envelope.type = type;
   envelope.data = (data as Record<string, unknown> | undefined) ?? {};
   const resourceKey = resourceKeyOf(envelope.data);
-  return { ok: true, envelope, resourceKey, scope: scopeOfEvent(resourceKey, envelope.data) };
+  return { ok: true, envelope, resourceKey, scope: scopeOfEvent(resourceKey, envelope.data), text };
 }

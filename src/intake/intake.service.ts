@@ -91,14 +91,14 @@ export class IntakeService {
   async accept(rawBody: Buffer, source: 'webhook' | 'admin'): Promise<IntakeResult> {
     const parsed = parseEnvelope(rawBody);
     if (!parsed.ok) throw new DomainError(parsed.code, parsed.message);
-    const { envelope, resourceKey, scope } = parsed;
+    const { envelope, resourceKey, scope, text } = parsed;
     const status = await this.writer.write({
       eventId: envelope.id,
       type: envelope.type,
       resourceKey,
       scope,
       source,
-      payload: rawBody.toString('utf8'),
+      payload: text,
       envelope,
     });
     this.metrics.eventReceived(envelope.type, status);
