@@ -110,9 +110,9 @@ export interface DecidedEvent<Made = never> {
  * before each event's INSERT): `sql` is a SELECT over `batch` (the events
  * about to be stored, one row each: `ord` their order in
  * the commit, `resource_key`, `scope_kind`, `scope_parent`, `seen` as it will
- * be stored, `received_at`) of the `ord`, `lease_owner` and `lease_until` of
- * those to lease, and whether each is `held` behind a create in flight
- * (LeasedEvent.held), with `params` for its placeholders. On PostgreSQL it is
+ * be stored, `received_at`) of those to lease, and whether each is `held`
+ * behind a create in flight (LeasedEvent.held), with `params` for its
+ * placeholders; a leased event is leased to `owner` until `until`. On PostgreSQL it is
  * the definitions of `held` and `leased` for the INSERT's WITH instead
  * (insertManySql). Its text is the same for every commit (a prepared
  * statement). On PostgreSQL it leases `room` at most itself; on SQLite, where
@@ -123,6 +123,8 @@ export interface FreshLease {
   sql: string;
   params: unknown[];
   room: number;
+  owner: string;
+  until: string;
 }
 
 /** A new event its commit leased to the event loop: the columns a claim returns (processing/work.ts ClaimedEvent). */
@@ -185,7 +187,7 @@ const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND rece
  * SQLite: whether one new event is leased, as `lease` (FreshLease.sql) says: its row, or none. Asked before the
  * event's INSERT_ONE, in the same transaction (SQLite has one writer, and each event's statements see the ones
  * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, resource_key twice, then the
- * lease's. (The lease inside the INSERT, as on PostgreSQL, cost 28 µs an event against 16 for the two apart.)
+ * lease's (none on SQLite: FreshLease.owner and until are what the INSERT stores). (The lease inside the INSERT, as on PostgreSQL, cost 28 µs an event against 16 for the two apart.)
  */
 const leasedOneAs = (seen: string) => (lease: string) => `WITH batch AS (
     SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ${seen} AS seen, 1 AS ord)
@@ -360,7 +362,7 @@ export class EventWriter {
         continue;
       }
       const columns = [e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now];
-      const leasedTo = [leased?.lease_owner ?? null, leased?.lease_until ?? null];
+      const leasedTo = leased && lease ? [lease.owner, lease.until] : [null, null];
       const seq = seen === undefined
         ? await sql.insertOne(INSERT_ONE, [...columns, e.resourceKey, e.resourceKey, ...leasedTo])
         : await sql.insertOne(INSERT_ONE_SEEN_KNOWN, [...columns, seen ? 1 : 0, ...leasedTo]);
@@ -381,11 +383,9 @@ export class EventWriter {
   }
 }
 
-/** A row of leasedOne: the event is leased, and whether it is held behind a create in flight (SQLite answers 0 or 1). */
+/** A row of leasedOne: the event is leased (FreshLease.owner, until), and whether it is held behind a create in flight (SQLite answers 0 or 1). */
 interface LeaseRow {
-  lease_owner: string;
-  lease_until: string;
-  held?: number;
+  held: number;
 }
 
 interface Inserted {

@@ -157,8 +157,9 @@ const holdingRun = (kind: string, parent: string, at: string, until: string) => 
 /**
  * Which of a commit's new events intake's INSERT leases to this process (event-writer.ts FreshLease): the conditions
  * of the claim but the causal barrier. SQLite stores one event at a time, each statement seeing the ones before it
- * (placeholders: owner, lease until); the runs' leases are compared with the time the event is received, which is
- * now.
+ * (no placeholders of its own: a row says the event is leased, and whether it is held; the writer stores it leased
+ * to the FreshLease's owner until its end); the runs' leases are compared with the time the event is received,
+ * which is now.
  *
  * A new resource behind a create in flight in its scope is leased too, `held`, and the event loop keeps it aside until
  * no create in flight holds it back (parked-events.ts, `goneOn`: the same condition, asked of the database) instead of
@@ -167,8 +168,7 @@ const holdingRun = (kind: string, parent: string, at: string, until: string) => 
  * nearly every new task of a project waits behind an earlier event's create in it: as a claim, each cost an UPDATE of
  * its row and a share of a claim's walk.
  */
-const FRESH_LEASE_SQLITE = `SELECT b.ord, ? AS lease_owner, ? AS lease_until,
-    NOT b.seen AND EXISTS (${holdingRun('b.scope_kind', 'b.scope_parent', 'b.received_at', 'b.received_at')}) AS held
+const FRESH_LEASE_SQLITE = `SELECT NOT b.seen AND EXISTS (${holdingRun('b.scope_kind', 'b.scope_parent', 'b.received_at', 'b.received_at')}) AS held
   FROM batch b
   WHERE ${behindEarlier('sqlite')}`;
 
@@ -372,10 +372,11 @@ export class WorkQueue {
    */
   freshLease(room: number): FreshLease | undefined {
     if (room <= 0) return undefined;
-    const lease = [this.owner, isoIn(this.clock, EVENT_LEASE_MS)];
+    const until = isoIn(this.clock, EVENT_LEASE_MS);
     const kind = this.db.kind;
-    const params = kind === 'postgres' ? [nowIso(this.clock), ...lease, room] : lease;
-    return { sql: freshLeaseSql(kind), params, room };
+    // SQLite's lease answers only which are held: the writer stores each it leases with `owner` and `until` itself.
+    const params = kind === 'postgres' ? [nowIso(this.clock), this.owner, until, room] : [];
+    return { sql: freshLeaseSql(kind), params, room, owner: this.owner, until };
   }
 
   /**
