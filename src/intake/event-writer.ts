@@ -156,19 +156,17 @@ export interface HandedOver<T> {
 
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource, lease_owner, lease_until';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
-const SEEN = (key: string) => `${key} IS NULL OR EXISTS (SELECT 1 FROM resource_snapshots s WHERE s.resource_key = ${key})`;
+/** SQLite, when no decider knows it (Decider.seen): whether the resource has a snapshot now. */
+const HAS_SNAPSHOT = 'SELECT 1 AS seen FROM resource_snapshots WHERE resource_key = ?';
 /**
- * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), leased as its last
- * two placeholders say (NULL, NULL: unleased). Without RETURNING (Statements.insertOne): a conflict stores nothing.
+ * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), `seen` as bound (0 or
+ * 1), leased as its last two placeholders say (NULL, NULL: unleased). Without RETURNING (Statements.insertOne): a
+ * conflict stores nothing.
  */
-const insertOne = (seen: string) => `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ${seen}, ?, ?)
+const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
-/** Placeholders of `seen` in INSERT_ONE: the resource key twice. */
-const INSERT_ONE = insertOne(SEEN('?'));
-/** INSERT_ONE with `seen` bound (Decider.seen): one placeholder, 0 or 1. */
-const INSERT_ONE_SEEN_KNOWN = insertOne('?');
 
-/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last; `seen` bound (Decider.seen). */
+/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last. */
 const INSERT_DECIDED = `INSERT INTO events (${COLUMNS}, self_caused, processed_at, explanation)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL, ?, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
@@ -186,15 +184,13 @@ const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND rece
 /**
  * SQLite: whether one new event is leased, as `lease` (FreshLease.sql) says: its row, or none. Asked before the
  * event's INSERT_ONE, in the same transaction (SQLite has one writer, and each event's statements see the ones
- * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, resource_key twice, then the
- * lease's (none on SQLite: FreshLease.owner and until are what the INSERT stores). (The lease inside the INSERT, as on PostgreSQL, cost 28 µs an event against 16 for the two apart.)
+ * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, seen (0 or 1), then the lease's
+ * (none on SQLite: FreshLease.owner and until are what the INSERT stores). (The lease inside the INSERT, as on
+ * PostgreSQL, cost 28 µs an event against 16 for the two apart.)
  */
-const leasedOneAs = (seen: string) => (lease: string) => `WITH batch AS (
-    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ${seen} AS seen, 1 AS ord)
+const leasedOne = (lease: string) => `WITH batch AS (
+    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ? AS seen, 1 AS ord)
   ${lease}`;
-const leasedOne = leasedOneAs(SEEN('?'));
-/** leasedOne with `seen` bound (Decider.seen): placeholders resource_key, scope_kind, scope_parent, received_at, seen, then the lease's. */
-const leasedOneSeenKnown = leasedOneAs('?');
 
 /**
  * PostgreSQL: the whole batch in one statement, whatever its size (columns as
@@ -248,9 +244,8 @@ export class EventWriter {
   private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased and decided (one batch at a time: GroupCommit flushes in turn). */
   private leased: Stored | undefined;
-  /** The statements that store and lease, by the lease's text (one per database kind), `seen` probed and bound. */
+  /** The statements that store and lease, by the lease's text (one per database kind). */
   private readonly leasingTexts = new Map<string, string>();
-  private readonly leasingTextsSeenKnown = new Map<string, string>();
 
   constructor(
     private readonly db: Database,
@@ -309,19 +304,10 @@ export class EventWriter {
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
   }
 
-  private leasingText(lease: FreshLease, make: (lease: string) => string, texts = this.leasingTexts): string {
-    let text = texts.get(lease.sql);
-    if (text === undefined) texts.set(lease.sql, (text = make(lease.sql)));
+  private leasingText(lease: FreshLease, make: (lease: string) => string): string {
+    let text = this.leasingTexts.get(lease.sql);
+    if (text === undefined) this.leasingTexts.set(lease.sql, (text = make(lease.sql)));
     return text;
-  }
-
-  /** SQLite: whether one new event is leased (leasedOne), `seen` bound when the decider knows it. */
-  private async leaseOne(sql: Statements, lease: FreshLease, e: NewEvent, now: string, seen: boolean | undefined): Promise<LeaseRow | undefined> {
-    const scope = [e.resourceKey, e.scope?.kind ?? null, e.scope?.parent ?? null, now];
-    const [leased] = seen === undefined
-      ? await sql.rows<LeaseRow>(this.leasingText(lease, leasedOne), [...scope, e.resourceKey, e.resourceKey, ...lease.params])
-      : await sql.rows<LeaseRow>(this.leasingText(lease, leasedOneSeenKnown, this.leasingTextsSeenKnown), [...scope, seen ? 1 : 0, ...lease.params]);
-    return leased;
   }
 
   private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
@@ -348,8 +334,10 @@ export class EventWriter {
     for (const [i, e] of events.entries()) {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
-      const seen = decider && (e.resourceKey === null || decider.seen(e.resourceKey));
-      const leased = lease !== undefined && room > 0 ? await this.leaseOne(sql, lease, e, now, seen) : undefined;
+      const seen = e.resourceKey === null || (decider ? decider.seen(e.resourceKey) : (await sql.rows(HAS_SNAPSHOT, [e.resourceKey])).length > 0);
+      const [leased] = lease !== undefined && room > 0
+        ? await sql.rows<LeaseRow>(this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, seen ? 1 : 0, ...lease.params])
+        : [];
       const decided = leased && !leased.held ? await decider?.decide(fresh[i]) : undefined;
       if (decided) {
         const seq = await sql.insertOne(INSERT_DECIDED, [
@@ -361,11 +349,10 @@ export class EventWriter {
         inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i], made });
         continue;
       }
-      const columns = [e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now];
-      const leasedTo = leased && lease ? [lease.owner, lease.until] : [null, null];
-      const seq = seen === undefined
-        ? await sql.insertOne(INSERT_ONE, [...columns, e.resourceKey, e.resourceKey, ...leasedTo])
-        : await sql.insertOne(INSERT_ONE_SEEN_KNOWN, [...columns, seen ? 1 : 0, ...leasedTo]);
+      const seq = await sql.insertOne(INSERT_ONE, [
+        e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now,
+        seen ? 1 : 0, leased ? lease?.owner : null, leased ? lease?.until : null,
+      ]);
       if (seq === undefined) continue; // a duplicate
       if (leased) room--;
       inserted.push({ seq, event_id: e.eventId, leased: leased !== undefined, held: Boolean(leased?.held) });
