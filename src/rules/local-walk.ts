@@ -23,9 +23,8 @@
  * promises to settle, an order no simpler walk reproduces. A property test
  * (rule-evaluator.spec.ts) holds the two walks to the same answers.
  */
-import type { Almanac } from 'json-rules-engine';
 import type { ConditionNode } from './condition-results.js';
-import { resolvePath } from './facts.js';
+import { resolvePath, type LocalFacts } from './facts.js';
 import type { Condition, ConditionLeaf } from './rule.types.js';
 
 /** json-rules-engine's Condition, as much of it as the walk reads. */
@@ -43,7 +42,8 @@ interface EngineCondition {
 
 interface EngineOfRule {
   operators: { get(name: string): { evaluate(factValue: unknown, value: unknown): unknown } | null | undefined };
-  getFact(name: string): { priority?: number; calculate(params: Record<string, unknown>, almanac: Almanac): unknown } | undefined;
+  /** A rule fact (facts.ts RULE_FACTS) calculates from a LocalFacts as from an EventAlmanac, lookups excepted. */
+  getFact(name: string): { priority?: number; calculate(params: Record<string, unknown>, almanac: LocalFacts): unknown } | undefined;
 }
 
 /** A compiled json-rules-engine Rule: its conditions and the Engine it was added to. */
@@ -61,16 +61,16 @@ export function onlyFactsAndGroups(condition: Condition): boolean {
 }
 
 /** The rule's outcome and its conditions as `RuleResult.conditions` has them (each evaluated leaf with its results). */
-export function walkLocally(rule: CompiledEngineRule, almanac: Almanac): { result: boolean; conditions: ConditionNode } {
+export function walkLocally(rule: CompiledEngineRule, facts: LocalFacts): { result: boolean; conditions: ConditionNode } {
   const conditions = outline(rule.conditions);
-  const result = new LocalWalk(rule.engine, almanac).node(rule.conditions, conditions);
+  const result = new LocalWalk(rule.engine, facts).node(rule.conditions, conditions);
   return { result: result === true, conditions };
 }
 
 class LocalWalk {
   constructor(
     private readonly engine: EngineOfRule,
-    private readonly almanac: Almanac,
+    private readonly facts: LocalFacts,
   ) {}
 
   node(condition: EngineCondition, out: ConditionNode): boolean {
@@ -126,7 +126,7 @@ class LocalWalk {
   private factValue(fact: string, params: Record<string, unknown> | undefined, path: string | undefined): unknown {
     const definition = this.engine.getFact(fact);
     if (definition === undefined) return undefined; // allowUndefinedFacts
-    const value = definition.calculate(params === undefined ? {} : params, this.almanac);
+    const value = definition.calculate(params === undefined ? {} : params, this.facts);
     return path && value != null && typeof value === 'object' ? resolvePath(value, path) : value;
   }
 }

@@ -1,6 +1,6 @@
 import { EventFacts, type Lookups, type RuleEvent } from './facts.js';
 import * as fc from 'fast-check';
-import { evaluateCheck, evaluatedLocally, evaluateEvent, evaluateRule } from './rule-evaluator.js';
+import { evaluateCandidates, evaluateCandidatesNow, evaluateCheck, evaluatedLocally, evaluateEvent, evaluateRule } from './rule-evaluator.js';
 import { RuleIndex } from './rule-index.js';
 import type { ConditionLeaf, TopLevelCondition } from './rule.types.js';
 import { aRule } from '../../test/support/rule-factory.js';
@@ -237,6 +237,41 @@ describe('the local walk (rules that read no lookup)', () => {
     expect(evaluatedLocally(when({ all: [onEvent('project_id', 'equal', { fact: 'project', params: { id: 'prj_1' }, path: '$.id' })] }))).toBe(false);
   });
 
+  it('answers at once, with no promise, what evaluateCandidates answers, when no rule reads a lookup', async () => {
+    const rules = [
+      aRule({ id: 'no-conditions' }),
+      when({ all: [onEvent('title', 'startsWith', 'Release'), { fact: 'now', path: '$.hour', operator: 'lessThan', value: 25 }] }),
+      aRule({ id: 'not-matching', conditions: { any: [onEvent('estimate', 'greaterThan', 5), { not: onEvent('labels', 'contains', 'a') }] } }),
+      aRule({ id: 'unknown-fact', conditions: { all: [{ fact: 'weather', operator: 'equal', value: 'sunny' }] } }),
+      aRule({ id: 'own-echoes-too', options: { allowSelfTriggered: true }, conditions: { all: [onEvent('title', 'endsWith', '1.2')] } }),
+    ];
+    for (const selfCaused of [false, true]) {
+      const now = evaluateCandidatesNow(rules, facts(), { selfCaused });
+      expect(now).toEqual(await evaluateCandidates(rules, facts(), { selfCaused }));
+      expect(now?.map(({ ruleId, outcome }) => [ruleId, outcome])).toEqual(selfCaused
+        ? [['no-conditions', 'ignored_self_caused'], ['rule-1', 'ignored_self_caused'], ['not-matching', 'ignored_self_caused'], ['unknown-fact', 'ignored_self_caused'], ['own-echoes-too', 'matched']]
+        : [['no-conditions', 'matched'], ['rule-1', 'matched'], ['not-matching', 'not_matched'], ['unknown-fact', 'error'], ['own-echoes-too', 'matched']]);
+    }
+  });
+
+  it('leaves the answer to json-rules-engine’s walk when a rule reads a lookup or its walk fails, asking for nothing meanwhile', async () => {
+    const lookups = fakeLookups();
+    const local = when({ all: [onEvent('title', 'startsWith', 'Release')] });
+    const withLookup = aRule({ id: 'with-lookup', conditions: { all: [projectIs('active')] } });
+    const unknownOperator = aRule({ id: 'unknown-operator', conditions: { all: [onEvent('title', 'looksLike', 'x')] } });
+    expect(evaluateCandidatesNow([local, withLookup], factsFor(anEvent(), lookups))).toBeUndefined();
+    expect(evaluateCandidatesNow([local, unknownOperator], factsFor(anEvent(), lookups))).toBeUndefined();
+    expect(lookups.calls).toEqual([]);
+    // evaluateEvent falls back to that walk: the lookup is made, the operator's failure named.
+    const { evaluations } = await evaluateEvent(new RuleIndex([local, withLookup, unknownOperator]), anEvent(), factsFor(anEvent(), lookups));
+    expect(evaluations.map(({ ruleId, outcome, error }) => [ruleId, outcome, error])).toEqual([
+      ['rule-1', 'matched', undefined],
+      ['unknown-operator', 'error', 'Unknown operator: looksLike'],
+      ['with-lookup', 'matched', undefined],
+    ]);
+    expect(lookups.calls).toEqual(['project:prj_1']);
+  });
+
   it('gives the answers json-rules-engine gives: results, skipped conditions, values and errors', async () => {
     const leafPaths = ['$.data.task.title', '$.data.task.estimate', '$.data.task.labels', '$.data.task.done_at', '$.data.task.missing', '$.type', '$.data.task.labels[0]'];
     const operators = [
@@ -276,6 +311,10 @@ describe('the local walk (rules that read no lookup)', () => {
         const local = await evaluateRule(rule, facts());
         const engine = await evaluateRule(rule, facts(), { useEngine: true });
         expect(local).toEqual(engine);
+        // Answered at once (no promise) exactly when the walk answers; otherwise left to json-rules-engine's walk.
+        const now = evaluateCandidatesNow([rule], facts());
+        if (now !== undefined) expect(now).toEqual([{ ...engine, rule, outcome: engine.error ? 'error' : engine.matched ? 'matched' : 'not_matched' }]);
+        else expect(evaluatedLocally(rule) && engine.error === undefined).toBe(false);
       }),
       { numRuns: 400 },
     );

@@ -18,7 +18,7 @@
  */
 import { Engine, Rule, type Almanac, type RuleResult, type TopLevelCondition as JreCondition } from 'json-rules-engine';
 import {
-  EventAlmanac, FACT_NAMES, isRemoteFact, LOCAL_FACT_PRIORITY, REMOTE_FACT_PRIORITY, RULE_FACTS,
+  EventAlmanac, FACT_NAMES, isRemoteFact, LOCAL_FACT_PRIORITY, LocalFacts, REMOTE_FACT_PRIORITY, RULE_FACTS,
   type EventFacts, type FactScope, type RuleEvent,
 } from './facts.js';
 import { flattenConditions, type ConditionNode, type ConditionResult } from './condition-results.js';
@@ -154,21 +154,31 @@ export function compileRules(rules: readonly LoadedRule[]): void {
 
 type Verdict = Pick<RuleEvaluation, 'matched' | 'conditions' | 'error'>;
 
+/**
+ * The verdict, made at once, of conditions that read no lookup (the local walk), or of a rule that cannot be
+ * evaluated at all; undefined when json-rules-engine's walk must make it: a lookup, or the rule's bug (an unknown
+ * operator, a value an operator cannot take), which that walk names as it always has (of several failures, the first
+ * to settle among its promises, which no simpler order reproduces).
+ */
+function verdictNow(conditions: TopLevelCondition, compiledRule: CompiledRule, facts: EventFacts): Verdict | undefined {
+  const { scope, rule: engineRule, error } = compiledRule;
+  if (engineRule === undefined) return { matched: false, conditions: flattenConditions(conditions), error };
+  if (!compiledRule.local) return undefined;
+  try {
+    const outcome = walkLocally(engineRule as unknown as CompiledEngineRule, new LocalFacts(facts, scope));
+    return { matched: outcome.result, conditions: flattenConditions(outcome.conditions) };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Conditions compiled once, evaluated against one event's facts; every failure is part of the verdict. */
 async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: CompiledRule, facts: EventFacts, useEngine = false): Promise<Verdict> {
+  const now = useEngine ? undefined : verdictNow(conditions, compiledRule, facts);
+  if (now !== undefined) return now;
   const { scope, rule: engineRule, error } = compiledRule;
   if (engineRule === undefined) return { matched: false, conditions: flattenConditions(conditions), error };
   const almanac = new EventAlmanac(facts, scope);
-  if (compiledRule.local && !useEngine) {
-    try {
-      const outcome = walkLocally(engineRule as unknown as CompiledEngineRule, almanac);
-      return { matched: outcome.result, conditions: flattenConditions(outcome.conditions) };
-    } catch {
-      // The rule's bug (an unknown operator, a value an operator cannot take): json-rules-engine's walk below says
-      // which, as it always has (of several failures, the first to settle among its promises, which no simpler
-      // order reproduces).
-    }
-  }
   let outcome: RuleResult;
   try {
     outcome = await engineRule.evaluate(almanac);
@@ -190,7 +200,18 @@ async function evaluateCompiled(conditions: TopLevelCondition, compiledRule: Com
 export async function evaluateRule(rule: LoadedRule, facts: EventFacts, { useEngine = false }: { useEngine?: boolean } = {}): Promise<RuleEvaluation> {
   const conditions = rule.definition.conditions;
   if (conditions === undefined) return { ruleId: rule.id, ruleVersion: rule.version, matched: true, conditions: [] };
-  const verdict = await evaluateCompiled(conditions, compiled(rule), facts, useEngine);
+  return evaluationOf(rule, await evaluateCompiled(conditions, compiled(rule), facts, useEngine));
+}
+
+/** `evaluateRule`'s answer, made at once (no promise), when `verdictNow` can make it; undefined otherwise. */
+function evaluateRuleNow(rule: LoadedRule, facts: EventFacts): RuleEvaluation | undefined {
+  const conditions = rule.definition.conditions;
+  if (conditions === undefined) return { ruleId: rule.id, ruleVersion: rule.version, matched: true, conditions: [] };
+  const verdict = verdictNow(conditions, compiled(rule), facts);
+  return verdict === undefined ? undefined : evaluationOf(rule, verdict);
+}
+
+function evaluationOf(rule: LoadedRule, verdict: Verdict): RuleEvaluation {
   const evaluation: RuleEvaluation = { ruleId: rule.id, ruleVersion: rule.version, matched: verdict.matched, conditions: verdict.conditions };
   if ('error' in verdict) evaluation.error = verdict.error;
   return evaluation;
@@ -246,18 +267,44 @@ export async function evaluateCandidates(
   { selfCaused = false }: EvaluationOptions = {},
 ): Promise<RuleOutcome[]> {
   return Promise.all(
-    rules.map(async (rule): Promise<RuleOutcome> => {
-      if (selfCaused && !rule.definition.options?.allowSelfTriggered) {
-        return { rule, outcome: 'ignored_self_caused', ruleId: rule.id, ruleVersion: rule.version, matched: false, conditions: [] };
-      }
-      const evaluation = await evaluateRule(rule, facts);
-      const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
-      const { ruleId, ruleVersion, matched, conditions } = evaluation;
-      return 'error' in evaluation
-        ? { rule, outcome, ruleId, ruleVersion, matched, conditions, error: evaluation.error }
-        : { rule, outcome, ruleId, ruleVersion, matched, conditions };
-    }),
+    rules.map(async (rule): Promise<RuleOutcome> => (ignoresSelfCaused(rule, selfCaused) ? ignored(rule) : outcomeOf(rule, await evaluateRule(rule, facts)))),
   );
+}
+
+/**
+ * `evaluateCandidates`' answer, made at once, when every rule's is (no rule reads a lookup or fails: `verdictNow`);
+ * undefined otherwise. The rules are then walked one after the other, each on facts at hand, so the answers are those
+ * of walks side by side. For the live engine, which evaluates every event: a promise or two for each rule an event
+ * meets, and an Almanac, cost it about as much as the walk.
+ */
+export function evaluateCandidatesNow(rules: readonly LoadedRule[], facts: EventFacts, { selfCaused = false }: EvaluationOptions = {}): RuleOutcome[] | undefined {
+  const outcomes: RuleOutcome[] = [];
+  for (const rule of rules) {
+    if (ignoresSelfCaused(rule, selfCaused)) {
+      outcomes.push(ignored(rule));
+      continue;
+    }
+    const evaluation = evaluateRuleNow(rule, facts);
+    if (evaluation === undefined) return undefined;
+    outcomes.push(outcomeOf(rule, evaluation));
+  }
+  return outcomes;
+}
+
+function ignoresSelfCaused(rule: LoadedRule, selfCaused: boolean): boolean {
+  return selfCaused && !rule.definition.options?.allowSelfTriggered;
+}
+
+function ignored(rule: LoadedRule): RuleOutcome {
+  return { rule, outcome: 'ignored_self_caused', ruleId: rule.id, ruleVersion: rule.version, matched: false, conditions: [] };
+}
+
+function outcomeOf(rule: LoadedRule, evaluation: RuleEvaluation): RuleOutcome {
+  const outcome = evaluation.error ? 'error' : evaluation.matched ? 'matched' : 'not_matched';
+  const { ruleId, ruleVersion, matched, conditions } = evaluation;
+  return 'error' in evaluation
+    ? { rule, outcome, ruleId, ruleVersion, matched, conditions, error: evaluation.error }
+    : { rule, outcome, ruleId, ruleVersion, matched, conditions };
 }
 
 /** The index's candidates for an event, evaluated as the live engine evaluates them. */
@@ -268,5 +315,5 @@ export async function evaluateEvent(
   options: CandidateOptions & EvaluationOptions = {},
 ): Promise<EventEvaluation> {
   const { evaluate, excluded } = index.candidates(event, options);
-  return { evaluations: await evaluateCandidates(evaluate, facts, options), excluded };
+  return { evaluations: evaluateCandidatesNow(evaluate, facts, options) ?? (await evaluateCandidates(evaluate, facts, options)), excluded };
 }
