@@ -13,8 +13,10 @@
  * given (an EventAlmanac, a few Map entries) carries the event's facts.
  *
  * A rule whose conditions read no lookup (only `event`, `changes`, `now`) is
- * walked synchronously instead (local-walk.ts); json-rules-engine's own walk
- * stays for rules with lookups and to report a rule's failure.
+ * walked synchronously instead (local-walk.ts), and when every rule an event
+ * meets is one, the event's evaluation makes no promise at all
+ * (`evaluateCandidatesNow`); json-rules-engine's own walk stays for rules with
+ * lookups and to report a rule's failure.
  */
 import { Engine, Rule, type Almanac, type RuleResult, type TopLevelCondition as JreCondition } from 'json-rules-engine';
 import {
@@ -278,6 +280,8 @@ export async function evaluateCandidates(
  * meets, and an Almanac, cost it about as much as the walk.
  */
 export function evaluateCandidatesNow(rules: readonly LoadedRule[], facts: EventFacts, { selfCaused = false }: EvaluationOptions = {}): RuleOutcome[] | undefined {
+  // A rule with a lookup sends them all to the async walk: found before any is walked, so none is walked twice.
+  if (rules.some((rule) => !ignoresSelfCaused(rule, selfCaused) && needsEngineWalk(rule))) return undefined;
   const outcomes: RuleOutcome[] = [];
   for (const rule of rules) {
     if (ignoresSelfCaused(rule, selfCaused)) {
@@ -289,6 +293,13 @@ export function evaluateCandidatesNow(rules: readonly LoadedRule[], facts: Event
     outcomes.push(outcomeOf(rule, evaluation));
   }
   return outcomes;
+}
+
+/** Its conditions read a lookup: only json-rules-engine's walk evaluates them. */
+function needsEngineWalk(rule: LoadedRule): boolean {
+  if (rule.definition.conditions === undefined) return false;
+  const { rule: engineRule, local } = compiled(rule);
+  return engineRule !== undefined && local !== true;
 }
 
 function ignoresSelfCaused(rule: LoadedRule, selfCaused: boolean): boolean {
