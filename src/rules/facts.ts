@@ -241,7 +241,7 @@ export class LocalFacts {
 
 function contextOf(almanac: Almanac | LocalFacts): EventAlmanac | LocalFacts {
   if (almanac instanceof EventAlmanac || almanac instanceof LocalFacts) return almanac;
-  throw new Error('rule facts need an EventAlmanac: evaluate rules with rule-evaluator');
+  throw new Error('rule facts need an EventAlmanac or a LocalFacts: evaluate rules with rule-evaluator');
 }
 
 /** Lookups are asked of an EventAlmanac only (json-rules-engine's walk): the local walk never meets one. */
