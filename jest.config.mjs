@@ -12,7 +12,7 @@ export default {
   testTimeout: 60_000,
   forceExit: true,
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'] },
     {
       ...common,
       displayName: 'e2e',

@@ -11,7 +11,7 @@ import type { MatchingBenchmark } from './bench-matching.js';
 import { replicaLines } from './bench-replicas.js';
 import type { BenchResults } from './bench-results.js';
 import { backlogLines, closedLoopLines, int, openLoopLines, startupLines } from './bench-tables.js';
-import { judgeTargets, targetLines } from './bench-targets.js';
+import { judgeTargets, LOAD_GENERATOR_BUSY, targetLines } from './bench-targets.js';
 import { waitingLines } from './bench-waiting.js';
 
 function matchingLine(m: MatchingBenchmark[]): string {
@@ -33,9 +33,9 @@ function loadWarning(m: BenchResults['machine']): string | undefined {
 
 /** Figures the load generator's own process may have capped: a closed loop is only as fast as its client. */
 function saturationWarning(results: BenchResults): string | undefined {
-  const busy = results.closedLoop.filter((f) => f.benchCpuPercent >= 90);
+  const busy = results.closedLoop.filter((f) => f.benchCpuPercent >= LOAD_GENERATOR_BUSY);
   if (busy.length === 0) return undefined;
-  return `the load generator and fake service used ≥ 90 % of a core in ${busy.length} closed-loop run(s) (${busy.map((f) => `${f.kind} ${f.connectionMode} ${f.system}`).join(', ')}): those figures may be capped by the benchmark, not the system`;
+  return `the load generator and fake service used ≥ ${LOAD_GENERATOR_BUSY} % of a core in ${busy.length} closed-loop run(s) (${busy.map((f) => `${f.kind} ${f.connectionMode} ${f.system}`).join(', ')}): those figures may be capped by the benchmark, not the system`;
 }
 
 export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint; green: Paint }): string[] {
