@@ -98,7 +98,11 @@ describe.each(kinds)('isolation of a slow create on $name', (kind) => {
       `\nisolation figures (${kind.name}): other project's events acted ${Math.min(...latencies)}–${Math.max(...latencies)} ms after arriving ` +
         `behind a create answered after ${SLOW_ANSWER_MS} ms; the same project's acted ${Math.min(...sameWaited)}–${Math.max(...sameWaited)} ms after the create was sent\n`,
     );
-    expect(Math.max(...latencies)).toBeLessThan(1_000);
+    // Not held: every event of the other project acted well before the create's answer came back. The bound is
+    // relative to that answer, not an absolute figure: alone, they act in tens of milliseconds (printed above), but
+    // CI's full run once had PostgreSQL's commits wait behind another test's disk faults (193–1157 ms).
+    expect(Math.max(...latencies)).toBeLessThan(SLOW_ANSWER_MS / 2);
+    expect(Math.max(...other.map((t) => Date.parse(startedAt(t.id)!)))).toBeLessThan(Math.min(...same.map((t) => Date.parse(startedAt(t.id)!))));
     expect(Math.min(...sameWaited)).toBeGreaterThanOrEqual(SLOW_ANSWER_MS - 500);
 
     // The engine's own follow-up was recognised as its own once the answer came: not started, not copied.
