@@ -25,7 +25,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import type { ArrivalLog } from './bench-fake-service.js';
 import { closedLoop, summarize, WebhookPoster, type ClosedLoopResult, type ConnectionMode, type LatencySummary, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
-import { BackendCpu, settledCounters, subtract, type PgCounters } from './bench-pgstats.js';
+import { BackendCpu, hotUpdates, settledCounters, subtract, type HotUpdates, type PgCounters } from './bench-pgstats.js';
 import { drain, epochNow, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
 export type LoadKind = 'e2e' | 'intake';
@@ -70,6 +70,8 @@ export interface ClosedLoopFigures {
 export interface PostgresPerEvent {
   events: number;
   perEvent: PgCounters;
+  /** Updates per event of the rows of UPDATED_TABLES (start-up and warm-up included), and the share of them that were HOT. */
+  updates?: { perEvent: number; hotShare: number };
 }
 
 interface Timed {
@@ -198,9 +200,13 @@ async function postgresStartup(ctx: ScenarioContext): Promise<PgCounters> {
   return ctx.postgresStartup;
 }
 
-function perEvent(total: PgCounters, events: number): PostgresPerEvent {
+export function perEvent(total: PgCounters, events: number, updates?: HotUpdates): PostgresPerEvent {
   const per = (n: number) => (events > 0 ? n / events : 0);
-  return { events, perEvent: { transactions: per(total.transactions), rowsRead: per(total.rowsRead), rowsWritten: per(total.rowsWritten) } };
+  return {
+    events,
+    perEvent: { transactions: per(total.transactions), rowsRead: per(total.rowsRead), rowsWritten: per(total.rowsWritten), walBytes: per(total.walBytes) },
+    updates: updates === undefined ? undefined : { perEvent: per(updates.updates), hotShare: updates.updates > 0 ? updates.hot / updates.updates : 0 },
+  };
 }
 
 /** One closed-loop run on a fresh system and database. */
@@ -230,8 +236,10 @@ export async function runClosedLoop(ctx: ScenarioContext, system: SystemName, ki
   }
   if (before !== undefined && startup !== undefined) {
     const total = subtract(subtract(await settledCounters(options.postgresUrl!, database.where), before), startup);
+    // A figure of its own: should the run's database not answer it, the rest stands.
+    const updates = await hotUpdates(options.postgresUrl!, database.where).catch(() => undefined);
     // Events acknowledged but still waiting when the engine stopped cost little yet: left out.
-    f.postgres = perEvent(total, warmedUp + f.acknowledged - f.leftAfterDrain);
+    f.postgres = perEvent(total, warmedUp + f.acknowledged - f.leftAfterDrain, updates);
   }
   return f;
 }

@@ -1,16 +1,20 @@
 /**
  * What the engine costs PostgreSQL, per event: transactions and rows from
- * `pg_stat_database`, and the CPU of the server processes serving the engine's
- * database (from /proc, when the server runs on this machine).
+ * `pg_stat_database`, the write-ahead log the server wrote (`pg_stat_wal`),
+ * how many of the engine's row updates were HOT, and the CPU of the server
+ * processes serving the engine's database (from /proc, when the server runs
+ * on this machine).
  *
  * Backends send their statistics to `pg_stat_database` at most once a second
  * while busy and some seconds after going idle, but always when they exit. So
  * the counters are read before the engine starts and after it has stopped and
  * every backend of its database has gone: the difference is exact, and includes
  * the engine's start-up (migrations, rule loading), which the benchmark
- * measures once on its own and subtracts. Every query here runs on the
- * server's maintenance database (the one in BENCH_POSTGRES_URL), never on the
- * measured one, so the benchmark's own reading is not counted.
+ * measures once on its own and subtracts. Every query here but one runs on
+ * the server's maintenance database (the one in BENCH_POSTGRES_URL), never on
+ * the measured one, so the benchmark's own reading is not counted; the one,
+ * `hotUpdates`, reads table statistics, which each database keeps for itself,
+ * after everything else has been read.
  */
 import { existsSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -25,14 +29,36 @@ export interface PgCounters {
   rowsRead: number;
   /** tup_inserted + tup_updated + tup_deleted. */
   rowsWritten: number;
+  /**
+   * Bytes of write-ahead log the whole server wrote (`pg_stat_wal`, PostgreSQL 14 and later; 0 before). Not per
+   * database: while the benchmark measures, the engine's database is the only one written to.
+   */
+  walBytes: number;
 }
 
 const COUNTERS_SQL = `SELECT xact_commit + xact_rollback AS transactions, tup_returned + tup_fetched AS rows_read,
   tup_inserted + tup_updated + tup_deleted AS rows_written FROM pg_stat_database WHERE datname = $1`;
+const WAL_SQL = "SELECT wal_bytes FROM pg_stat_wal";
+const HAS_WAL_STATS_SQL = "SELECT to_regclass('pg_catalog.pg_stat_wal') IS NOT NULL AS present";
 const BACKENDS_SQL = 'SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()';
+/** The tables whose rows the engine updates for every event (the event, its execution, its action run). */
+export const UPDATED_TABLES = ['events', 'executions', 'action_runs'];
+const UPDATES_SQL = `SELECT COALESCE(SUM(n_tup_upd), 0) AS updates, COALESCE(SUM(n_tup_hot_upd), 0) AS hot
+  FROM pg_stat_user_tables WHERE relname = ANY($1::text[])`;
 
 export function subtract(a: PgCounters, b: PgCounters): PgCounters {
-  return { transactions: a.transactions - b.transactions, rowsRead: a.rowsRead - b.rowsRead, rowsWritten: a.rowsWritten - b.rowsWritten };
+  return {
+    transactions: a.transactions - b.transactions,
+    rowsRead: a.rowsRead - b.rowsRead,
+    rowsWritten: a.rowsWritten - b.rowsWritten,
+    walBytes: a.walBytes - b.walBytes,
+  };
+}
+
+/** Row updates of UPDATED_TABLES, and how many of them were HOT (no index entry written, the new version on the same page). */
+export interface HotUpdates {
+  updates: number;
+  hot: number;
 }
 
 async function withClient<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -45,10 +71,31 @@ async function withClient<T>(serverUrl: string, work: (client: pg.Client) => Pro
   }
 }
 
+async function readWalBytes(client: pg.Client): Promise<number> {
+  const present = (await client.query<{ present: boolean }>(HAS_WAL_STATS_SQL)).rows[0]?.present === true;
+  if (!present) return 0;
+  return Number((await client.query<{ wal_bytes: string }>(WAL_SQL)).rows[0]?.wal_bytes ?? 0);
+}
+
 async function readCounters(client: pg.Client, database: string): Promise<PgCounters> {
   const row = (await client.query<Record<string, string>>(COUNTERS_SQL, [database])).rows[0];
-  if (row === undefined) return { transactions: 0, rowsRead: 0, rowsWritten: 0 };
-  return { transactions: Number(row.transactions), rowsRead: Number(row.rows_read), rowsWritten: Number(row.rows_written) };
+  const walBytes = await readWalBytes(client);
+  if (row === undefined) return { transactions: 0, rowsRead: 0, rowsWritten: 0, walBytes };
+  return { transactions: Number(row.transactions), rowsRead: Number(row.rows_read), rowsWritten: Number(row.rows_written), walBytes };
+}
+
+/**
+ * The row updates of UPDATED_TABLES since the database was made, and how many were HOT. Table statistics live in
+ * each database, so this one query runs on the measured database itself: read it after the engine has stopped and
+ * settledCounters has been read, so that it counts in nothing measured.
+ */
+export async function hotUpdates(serverUrl: string, database: string): Promise<HotUpdates> {
+  const url = new URL(serverUrl);
+  url.pathname = `/${database}`;
+  return withClient(url.toString(), async (client) => {
+    const row = (await client.query<{ updates: string; hot: string }>(UPDATES_SQL, [UPDATED_TABLES])).rows[0];
+    return { updates: Number(row?.updates ?? 0), hot: Number(row?.hot ?? 0) };
+  });
 }
 
 /** The database's counters once no backend is connected to it (each flushed its statistics as it exited). */

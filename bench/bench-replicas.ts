@@ -123,7 +123,9 @@ async function runReplicas(ctx: ScenarioContext, db: BenchDatabase, count: numbe
   const total = subtract(await settledCounters(serverUrl, db.where), before);
   const handled = run.warmAcked + run.acknowledged - run.leftAfterDrain;
   const per = (n: number) => (handled > 0 ? n / handled : 0);
-  const startupOfAll = { transactions: startup.transactions * count, rowsRead: startup.rowsRead * count, rowsWritten: startup.rowsWritten * count };
+  const startupOfAll = {
+    transactions: startup.transactions * count, rowsRead: startup.rowsRead * count, rowsWritten: startup.rowsWritten * count, walBytes: startup.walBytes * count,
+  };
   const net = subtract(total, startupOfAll);
   return {
     replicas: count, seconds: result.seconds, acknowledged: run.acknowledged,
@@ -131,7 +133,7 @@ async function runReplicas(ctx: ScenarioContext, db: BenchDatabase, count: numbe
     e2eLatencyMs: summarize(latencies, arrived),
     leftAfterDrain: run.leftAfterDrain, duplicateActions: arrivals.duplicates(),
     cpuSeconds: run.cpuSeconds, eventsPerCpuSecond: run.cpuSeconds > 0 ? arrived / run.cpuSeconds : 0,
-    postgres: { transactions: per(net.transactions), rowsRead: per(net.rowsRead), rowsWritten: per(net.rowsWritten) },
+    postgres: { transactions: per(net.transactions), rowsRead: per(net.rowsRead), rowsWritten: per(net.rowsWritten), walBytes: per(net.walBytes) },
   };
 }
 

@@ -8,6 +8,7 @@ import type { ClosedLoopFigures, LoadKind } from './bench-closed.js';
 import type { OpenLoopFigures } from './bench-e2e.js';
 import type { ConnectionMode } from './bench-load.js';
 import type { StartupFigures } from './bench-startup.js';
+import { UPDATED_TABLES } from './bench-pgstats.js';
 import { systemLabel } from './bench-systems.js';
 
 export const int = (n: number): string => Math.round(n).toLocaleString('en-US');
@@ -61,6 +62,11 @@ function closedNotes(f: ClosedLoopFigures): string[] {
     const p = f.postgres.perEvent;
     const withDb = f.eventsPerCpuSecondWithDatabase === undefined ? '' : `; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its PostgreSQL backends together`;
     notes.push(`${who}, per event (pg_stat_database, start-up left out, ${int(f.postgres.events)} events): ${p.transactions.toFixed(2)} transactions, ${decimal(p.rowsRead)} rows read, ${decimal(p.rowsWritten)} rows written${withDb}`);
+    const wal = p.walBytes > 0 ? `${decimal(p.walBytes / 1000)} kB of write-ahead log (pg_stat_wal, the whole server)` : undefined;
+    const u = f.postgres.updates;
+    const hot = u === undefined ? undefined : `${u.perEvent.toFixed(1)} row updates of ${UPDATED_TABLES.join(', ')}, ${Math.round(u.hotShare * 100)} % of them HOT`;
+    const written = [wal, hot].filter((x) => x !== undefined);
+    if (written.length > 0) notes.push(`${who}, what the server wrote per event: ${written.join('; ')}`);
   }
   return notes.map((n) => `    ${n}`);
 }
