@@ -25,7 +25,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import type { ArrivalLog } from './bench-fake-service.js';
 import { closedLoop, summarize, WebhookPoster, type ClosedLoopResult, type ConnectionMode, type LatencySummary, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
-import { BackendCpu, hotUpdates, settledCounters, subtract, type HotUpdates, type PgCounters } from './bench-pgstats.js';
+import { BackendCpu, hotUpdates, mapCounters, settledCounters, subtract, type HotUpdates, type PgCounters } from './bench-pgstats.js';
 import { drain, epochNow, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
 export type LoadKind = 'e2e' | 'intake';
@@ -204,7 +204,7 @@ export function perEvent(total: PgCounters, events: number, updates?: HotUpdates
   const per = (n: number) => (events > 0 ? n / events : 0);
   return {
     events,
-    perEvent: { transactions: per(total.transactions), rowsRead: per(total.rowsRead), rowsWritten: per(total.rowsWritten), walBytes: per(total.walBytes) },
+    perEvent: mapCounters(per, total),
     updates: updates === undefined ? undefined : { perEvent: per(updates.updates), hotShare: updates.updates > 0 ? updates.hot / updates.updates : 0 },
   };
 }

@@ -38,21 +38,25 @@ export interface PgCounters {
 
 const COUNTERS_SQL = `SELECT xact_commit + xact_rollback AS transactions, tup_returned + tup_fetched AS rows_read,
   tup_inserted + tup_updated + tup_deleted AS rows_written FROM pg_stat_database WHERE datname = $1`;
-const WAL_SQL = "SELECT wal_bytes FROM pg_stat_wal";
-const HAS_WAL_STATS_SQL = "SELECT to_regclass('pg_catalog.pg_stat_wal') IS NOT NULL AS present";
+const WAL_SQL = 'SELECT wal_bytes FROM pg_stat_wal';
 const BACKENDS_SQL = 'SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()';
 /** The tables whose rows the engine updates for every event (the event, its execution, its action run). */
 export const UPDATED_TABLES = ['events', 'executions', 'action_runs'];
 const UPDATES_SQL = `SELECT COALESCE(SUM(n_tup_upd), 0) AS updates, COALESCE(SUM(n_tup_hot_upd), 0) AS hot
   FROM pg_stat_user_tables WHERE relname = ANY($1::text[])`;
 
-export function subtract(a: PgCounters, b: PgCounters): PgCounters {
+/** Each counter of `a` (and of `b`, when given) through `f`. */
+export function mapCounters(f: (a: number, b: number) => number, a: PgCounters, b?: PgCounters): PgCounters {
   return {
-    transactions: a.transactions - b.transactions,
-    rowsRead: a.rowsRead - b.rowsRead,
-    rowsWritten: a.rowsWritten - b.rowsWritten,
-    walBytes: a.walBytes - b.walBytes,
+    transactions: f(a.transactions, b?.transactions ?? 0),
+    rowsRead: f(a.rowsRead, b?.rowsRead ?? 0),
+    rowsWritten: f(a.rowsWritten, b?.rowsWritten ?? 0),
+    walBytes: f(a.walBytes, b?.walBytes ?? 0),
   };
+}
+
+export function subtract(a: PgCounters, b: PgCounters): PgCounters {
+  return mapCounters((x, y) => x - y, a, b);
 }
 
 /** Row updates of UPDATED_TABLES, and how many of them were HOT (no index entry written, the new version on the same page). */
@@ -71,10 +75,12 @@ async function withClient<T>(serverUrl: string, work: (client: pg.Client) => Pro
   }
 }
 
+/** 0 where the server has no `pg_stat_wal` (before PostgreSQL 14). */
 async function readWalBytes(client: pg.Client): Promise<number> {
-  const present = (await client.query<{ present: boolean }>(HAS_WAL_STATS_SQL)).rows[0]?.present === true;
-  if (!present) return 0;
-  return Number((await client.query<{ wal_bytes: string }>(WAL_SQL)).rows[0]?.wal_bytes ?? 0);
+  return client.query<{ wal_bytes: string }>(WAL_SQL).then(
+    (result) => Number(result.rows[0]?.wal_bytes ?? 0),
+    () => 0,
+  );
 }
 
 async function readCounters(client: pg.Client, database: string): Promise<PgCounters> {

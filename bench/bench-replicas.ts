@@ -16,7 +16,7 @@ import type { BenchDatabase } from './bench-databases.js';
 import { startEngine, type BenchEngine } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import { closedLoop, summarize, WebhookPoster, type LatencySummary, type PreparedEvent } from './bench-load.js';
-import { settledCounters, subtract, type PgCounters } from './bench-pgstats.js';
+import { mapCounters, settledCounters, subtract, type PgCounters } from './bench-pgstats.js';
 import { drain, epochNow, type ScenarioContext } from './bench-systems.js';
 import { decimal, int, ms, table } from './bench-tables.js';
 
@@ -123,17 +123,14 @@ async function runReplicas(ctx: ScenarioContext, db: BenchDatabase, count: numbe
   const total = subtract(await settledCounters(serverUrl, db.where), before);
   const handled = run.warmAcked + run.acknowledged - run.leftAfterDrain;
   const per = (n: number) => (handled > 0 ? n / handled : 0);
-  const startupOfAll = {
-    transactions: startup.transactions * count, rowsRead: startup.rowsRead * count, rowsWritten: startup.rowsWritten * count, walBytes: startup.walBytes * count,
-  };
-  const net = subtract(total, startupOfAll);
+  const net = subtract(total, mapCounters((n) => n * count, startup));
   return {
     replicas: count, seconds: result.seconds, acknowledged: run.acknowledged,
     eventsPerSecond: inWindow / result.seconds,
     e2eLatencyMs: summarize(latencies, arrived),
     leftAfterDrain: run.leftAfterDrain, duplicateActions: arrivals.duplicates(),
     cpuSeconds: run.cpuSeconds, eventsPerCpuSecond: run.cpuSeconds > 0 ? arrived / run.cpuSeconds : 0,
-    postgres: { transactions: per(net.transactions), rowsRead: per(net.rowsRead), rowsWritten: per(net.rowsWritten), walBytes: per(net.walBytes) },
+    postgres: mapCounters(per, net),
   };
 }
 
