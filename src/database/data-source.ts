@@ -34,6 +34,7 @@ import { FailedRunsByExecution1765700000000 } from './migrations/1765700000000-f
 import { UnfinishedRunsWithoutList1765800000000 } from './migrations/1765800000000-unfinished-runs-without-list.js';
 import { ThrottleKeysOnly1765900000000 } from './migrations/1765900000000-throttle-keys-only.js';
 import { WaitingByResourceByKey1766000000000 } from './migrations/1766000000000-waiting-by-resource-by-key.js';
+import { PostgresHotExecutions1766100000000 } from './migrations/1766100000000-postgres-hot-executions.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -59,6 +60,7 @@ export const MIGRATIONS = [
   UnfinishedRunsWithoutList1765800000000,
   ThrottleKeysOnly1765900000000,
   WaitingByResourceByKey1766000000000,
+  PostgresHotExecutions1766100000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -8,6 +8,7 @@ export const EXECUTION_STATUSES: readonly ExecutionStatus[] = ['running', 'succe
 @Entity('executions')
 @Index('idx_executions_event', ['eventSeq'])
 @Index('idx_executions_rule', ['ruleId', 'createdAt'])
+// PostgreSQL replaces it with idx_executions_created and tests no status in any index (migration 1766100000000).
 @Index('idx_executions_status', ['status', 'createdAt'])
 @Index('idx_executions_throttle', ['ruleId', 'throttleKey', 'createdAt'], { where: 'throttle_key IS NOT NULL' })
 export class ExecutionEntity {

@@ -17,9 +17,9 @@ export interface CancelledExecution {
   rule: string;
 }
 
-const CANCEL_FOR_RESOURCE = `
+export const CANCEL_FOR_RESOURCE = `
   UPDATE executions SET status = 'cancelled', cancelled_by = ?, finished_at = ?, resume_at = NULL
-  WHERE status = 'waiting' AND rule_id = ? AND event_seq IN (SELECT seq FROM events WHERE resource_key = ? AND seq < ?)
+  WHERE status = 'waiting' AND resume_at IS NOT NULL AND rule_id = ? AND event_seq IN (SELECT seq FROM events WHERE resource_key = ? AND seq < ?)
   RETURNING id, rule_id`;
 const CANCEL_ONE = `
   UPDATE executions SET status = 'cancelled', cancelled_by = ?, finished_at = ?, resume_at = NULL
@@ -30,9 +30,9 @@ const CANCEL_RUNS = `UPDATE action_runs SET status = 'cancelled', updated_at = ?
   WHERE execution_id = ? AND status IN ('pending', 'retrying')`;
 const NOTE_CANCELLED = 'UPDATE events SET cancelled = ? WHERE seq = ?';
 const DEBOUNCE_LOCK = 'SELECT pg_advisory_xact_lock(hashtext(?))';
-const DEBOUNCE_EARLIER = `
+export const DEBOUNCE_EARLIER = `
   UPDATE executions SET status = 'debounced', debounced_into = ?, finished_at = ?, resume_at = NULL
-  WHERE status = 'waiting' AND rule_id = ? AND debounce_key = ?
+  WHERE status = 'waiting' AND resume_at IS NOT NULL AND rule_id = ? AND debounce_key = ?
   RETURNING id`;
 /** Earlier debounced executions point at the one that runs: the newest. */
 const DEBOUNCE_REPOINT = `UPDATE executions SET debounced_into = ? WHERE debounced_into = ?`;

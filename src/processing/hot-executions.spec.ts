@@ -1,0 +1,82 @@
+/**
+ * PostgreSQL: an execution's end is a heap-only (HOT) update (migration
+ * 1766100000000). No index of executions holds `status` or tests it, so an
+ * execution that never waited changes no indexed value as it ends, and its
+ * page has room for the new version: no index entry is written. The
+ * debounce finds a rule's waiting executions through idx_executions_waiting
+ * on both databases, whose predicate differs (PostgreSQL: `resume_at IS NOT
+ * NULL`; SQLite: `status = 'waiting'`) and which it implies both; a cancel
+ * finds them by its resource's earlier events. A real server and the
+ * simulator over HTTP.
+ */
+import { Logger } from '@nestjs/common';
+import { queryRows } from '../database/sql.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
+import { taskEvent, useCoreWithSimulator } from '../../test/support/core.js';
+import { aRule } from '../../test/support/rule-factory.js';
+import { sqlitePlan } from '../../test/support/storage.js';
+import { waitUntil } from '../../test/support/wait.js';
+import { CANCEL_FOR_RESOURCE, DEBOUNCE_EARLIER } from './waiting.js';
+
+const kinds = await databasesUnderTest('executions ended by HOT updates');
+
+const make = aRule({ id: 'make', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Made for {{ event.id }}' } }] });
+
+beforeAll(() => Logger.overrideLogger(false));
+
+describe.each(kinds)('the executions of $name', (kind) => {
+  const rig = useCoreWithSimulator(kind);
+  const core = () => rig.core;
+  const rows = <T>(sql: string, params: unknown[] = []) => queryRows<T>(core().db.manager, sql, params);
+
+  if (kind.name === 'postgres') {
+    it('have no index that holds or tests their status', async () => {
+      const indexes = await rows<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions'`);
+      expect(indexes.map((i) => i.indexname)).toEqual(expect.arrayContaining(['idx_executions_created', 'idx_executions_waiting']));
+      expect(indexes.filter((i) => /status/i.test(i.indexdef))).toEqual([]);
+    });
+
+    it('end without writing an index entry: every update of an execution that never waited is HOT', async () => {
+      core().useRules(make);
+      const events = 20;
+      for (let i = 0; i < events; i += 1) {
+        const event = taskEvent('task.completed', { title: `Task ${i}` });
+        await core().store(event);
+        await core().processNext();
+        expect(await core().performNext()).toMatchObject({ status: 'succeeded' });
+        expect((await core().executions(event.id))[0]).toMatchObject({ status: 'succeeded' });
+      }
+      // A session's table statistics reach pg_stat_user_tables within a second or so of its last transaction.
+      type Counts = { updates: number; hot: number };
+      const stats = () =>
+        rows<Counts>(`SELECT n_tup_upd::int AS updates, n_tup_hot_upd::int AS hot FROM pg_stat_user_tables WHERE relname = 'executions'`);
+      const counted = await waitUntil(async () => {
+        const [read] = await stats();
+        return read !== undefined && read.updates >= events && read;
+      }, { timeoutMs: 15_000, what: "the executions' updates in pg_stat_user_tables" });
+      expect(counted.updates).toBe(events);
+      expect(counted.hot).toBe(counted.updates);
+    });
+
+    it('are found waiting through idx_executions_waiting, however many ended', async () => {
+      const now = '2026-11-30T00:00:00.000Z';
+      await rows(
+        `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at, finished_at, resume_at, debounce_key)
+         SELECT 'x-' || g, g, 'evt-' || g, 'debounced', '1', CASE WHEN g % 1000 = 0 THEN 'waiting' ELSE 'succeeded' END, '[]', '{}', ?, ?,
+                CASE WHEN g % 1000 = 0 THEN ? END, 'key-' || (g % 7)
+         FROM generate_series(1, 5000) g`,
+        [now, now, now],
+      );
+      await rows('ANALYZE executions');
+      const planOf = async (sql: string, params: unknown[]) => JSON.stringify(await rows(`EXPLAIN (FORMAT JSON) ${sql}`, params));
+      expect(await planOf(DEBOUNCE_EARLIER, ['into', now, 'debounced', 'key-1'])).toContain('idx_executions_waiting');
+      // A cancel finds them by its resource's earlier events (by key), or by the rule's waiting ones: never a walk of them all.
+      expect(await planOf(CANCEL_FOR_RESOURCE, ['evt', now, 'debounced', 'task:tsk_1', 10_000])).not.toContain('Seq Scan');
+    });
+  } else {
+    it('are found waiting through idx_executions_waiting', async () => {
+      expect(await sqlitePlan(core().db, DEBOUNCE_EARLIER)).toContain('idx_executions_waiting');
+      expect(await sqlitePlan(core().db, CANCEL_FOR_RESOURCE)).not.toMatch(/SCAN executions/);
+    });
+  }
+});
