@@ -35,6 +35,7 @@ import { UnfinishedRunsWithoutList1765800000000 } from './migrations/17658000000
 import { ThrottleKeysOnly1765900000000 } from './migrations/1765900000000-throttle-keys-only.js';
 import { WaitingByResourceByKey1766000000000 } from './migrations/1766000000000-waiting-by-resource-by-key.js';
 import { PostgresHotExecutions1766100000000 } from './migrations/1766100000000-postgres-hot-executions.js';
+import { DebouncedBySuccessor1766200000000 } from './migrations/1766200000000-debounced-by-successor.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -61,6 +62,7 @@ export const MIGRATIONS = [
   ThrottleKeysOnly1765900000000,
   WaitingByResourceByKey1766000000000,
   PostgresHotExecutions1766100000000,
+  DebouncedBySuccessor1766200000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

@@ -34,8 +34,8 @@ export const DEBOUNCE_EARLIER = `
   UPDATE executions SET status = 'debounced', debounced_into = ?, finished_at = ?, resume_at = NULL
   WHERE status = 'waiting' AND resume_at IS NOT NULL AND rule_id = ? AND debounce_key = ?
   RETURNING id`;
-/** Earlier debounced executions point at the one that runs: the newest. */
-const DEBOUNCE_REPOINT = `UPDATE executions SET debounced_into = ? WHERE debounced_into = ?`;
+/** Earlier debounced executions point at the one that runs: the newest (found through idx_executions_debounced_into). */
+export const DEBOUNCE_REPOINT = `UPDATE executions SET debounced_into = ? WHERE debounced_into = ?`;
 const RESUME_NOW = `UPDATE action_runs SET next_attempt_at = ?, updated_at = ?
   WHERE execution_id = ? AND type = 'delay' AND status = 'pending'
     AND EXISTS (SELECT 1 FROM executions x WHERE x.id = action_runs.execution_id AND x.status = 'waiting')`;

@@ -6,8 +6,10 @@
  * debounce finds a rule's waiting executions through idx_executions_waiting
  * on both databases, whose predicate differs (PostgreSQL: `resume_at IS NOT
  * NULL`; SQLite: `status = 'waiting'`) and which it implies both; a cancel
- * finds them by its resource's earlier events. A real server and the
- * simulator over HTTP.
+ * finds them by its resource's earlier events. And the executions a
+ * debounce collapsed are found by the one they point at through their own
+ * index, not by reading every execution (migration 1766200000000). A real
+ * server and the simulator over HTTP.
  */
 import { Logger } from '@nestjs/common';
 import { queryRows } from '../database/sql.js';
@@ -16,7 +18,7 @@ import { taskEvent, useCoreWithSimulator } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { sqlitePlan } from '../../test/support/storage.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { CANCEL_FOR_RESOURCE, DEBOUNCE_EARLIER } from './waiting.js';
+import { CANCEL_FOR_RESOURCE, DEBOUNCE_EARLIER, DEBOUNCE_REPOINT } from './waiting.js';
 
 const kinds = await databasesUnderTest('executions ended by HOT updates');
 
@@ -58,24 +60,28 @@ describe.each(kinds)('the executions of $name', (kind) => {
       expect(counted.hot).toBe(counted.updates);
     });
 
-    it('are found waiting through idx_executions_waiting, however many ended', async () => {
+    it('are found waiting through idx_executions_waiting, and collapsed by the one they point at, however many ended', async () => {
       const now = '2026-11-30T00:00:00.000Z';
+      // 5,000 ended executions of a debounced rule: one in a thousand waits, one in a hundred was collapsed into a later one.
       await rows(
-        `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at, finished_at, resume_at, debounce_key)
+        `INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, created_at, finished_at, resume_at,
+                                 debounce_key, debounced_into)
          SELECT 'x-' || g, g, 'evt-' || g, 'debounced', '1', CASE WHEN g % 1000 = 0 THEN 'waiting' ELSE 'succeeded' END, '[]', '{}', ?, ?,
-                CASE WHEN g % 1000 = 0 THEN ? END, 'key-' || (g % 7)
+                CASE WHEN g % 1000 = 0 THEN ? END, 'key-' || (g % 7), CASE WHEN g % 100 = 0 THEN 'x-' || (g + 1) END
          FROM generate_series(1, 5000) g`,
         [now, now, now],
       );
       await rows('ANALYZE executions');
       const planOf = async (sql: string, params: unknown[]) => JSON.stringify(await rows(`EXPLAIN (FORMAT JSON) ${sql}`, params));
       expect(await planOf(DEBOUNCE_EARLIER, ['into', now, 'debounced', 'key-1'])).toContain('idx_executions_waiting');
+      expect(await planOf(DEBOUNCE_REPOINT, ['x-9', 'x-101'])).toContain('idx_executions_debounced_into');
       // A cancel finds them by its resource's earlier events (by key), or by the rule's waiting ones: never a walk of them all.
       expect(await planOf(CANCEL_FOR_RESOURCE, ['evt', now, 'debounced', 'task:tsk_1', 10_000])).not.toContain('Seq Scan');
     });
   } else {
-    it('are found waiting through idx_executions_waiting', async () => {
+    it('are found waiting through idx_executions_waiting, and collapsed by the one they point at', async () => {
       expect(await sqlitePlan(core().db, DEBOUNCE_EARLIER)).toContain('idx_executions_waiting');
+      expect(await sqlitePlan(core().db, DEBOUNCE_REPOINT)).toContain('idx_executions_debounced_into');
       expect(await sqlitePlan(core().db, CANCEL_FOR_RESOURCE)).not.toMatch(/SCAN executions/);
     });
   }
