@@ -60,7 +60,7 @@ describe.each(kinds)('the executions of $name', (kind) => {
       expect(counted.hot).toBe(counted.updates);
     });
 
-    it('are found waiting through idx_executions_waiting, and collapsed by the one they point at, however many ended', async () => {
+    it('are found waiting through idx_executions_waiting, collapsed by the one they point at, and listed by status newest first, however many ended', async () => {
       const now = '2026-11-30T00:00:00.000Z';
       // 5,000 ended executions of a debounced rule: one in a thousand waits, one in a hundred was collapsed into a later one.
       await rows(
@@ -75,6 +75,10 @@ describe.each(kinds)('the executions of $name', (kind) => {
       const planOf = async (sql: string, params: unknown[]) => JSON.stringify(await rows(`EXPLAIN (FORMAT JSON) ${sql}`, params));
       expect(await planOf(DEBOUNCE_EARLIER, ['into', now, 'debounced', 'key-1'])).toContain('idx_executions_waiting');
       expect(await planOf(DEBOUNCE_REPOINT, ['x-9', 'x-101'])).toContain('idx_executions_debounced_into');
+      // The admin API's list by status (admin-query.service.ts), as TypeORM writes it: a walk newest first, not a sort of them all.
+      const page = `SELECT * FROM executions WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT 51`;
+      expect(await planOf(page, ['succeeded'])).toContain('idx_executions_created');
+      expect(await planOf(page, ['succeeded'])).not.toContain('"Sort"');
       // A cancel finds them by its resource's earlier events (by key), or by the rule's waiting ones: never a walk of them all.
       expect(await planOf(CANCEL_FOR_RESOURCE, ['evt', now, 'debounced', 'task:tsk_1', 10_000])).not.toContain('Seq Scan');
     });
