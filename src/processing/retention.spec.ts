@@ -6,7 +6,7 @@ import type { EngineConfig } from '../config/config.js';
 import type { Database } from '../database/database.service.js';
 import { EventEntity, type EventStatus } from '../database/event.entity.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
-import { ManualClock, openDatabase } from '../../test/support/storage.js';
+import { ManualClock, openDatabase, sqlitePlan } from '../../test/support/storage.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
@@ -168,6 +168,29 @@ describe.each(kinds)(`${Retention.name} on $name`, (kind) => {
       expect(await retention.prune()).toBe(1);
       expect(await remaining([event])).toEqual({ events: 0, executions: 0, runs: 0 });
     });
+
+    if (kind.name === 'sqlite') {
+      it('finds each batch\'s executions and action runs by key: no statement it runs reads all of them (SQLite plans)', async () => {
+        await storeEvents(PRUNE_BATCH + 3, OLD);
+        await storeEvents(3, RECENT);
+        const statements: string[] = [];
+        const logger = db.dataSource.logger;
+        db.dataSource.logger = { ...logger, logQuery: (query: string) => void statements.push(query) } as typeof logger;
+        try {
+          expect(await retention.prune()).toBe(PRUNE_BATCH + 3);
+        } finally {
+          db.dataSource.logger = logger;
+        }
+        const batchWork = statements.filter((sql) => /action_runs|executions/.test(sql));
+        expect(batchWork.length).toBeGreaterThanOrEqual(4); // the batch's query, then per batch its runs and executions
+        const scans: string[] = [];
+        for (const sql of batchWork) {
+          const plan = await sqlitePlan(db, sql);
+          if (/SCAN (action_runs|executions)|SCAN a\b|SCAN x\b/.test(plan)) scans.push(`${sql}\n${plan}`);
+        }
+        expect(scans).toEqual([]);
+      });
+    }
 
     it('finds nothing to do in an empty database', async () => {
       expect(await retention.prune()).toBe(0);

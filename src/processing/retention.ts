@@ -49,7 +49,14 @@ export class Retention {
       const seqs = await this.oldFinishedEvents(cutoff);
       if (seqs.length === 0) break;
       await this.db.write(async (manager) => {
-        await manager.delete(ActionRunEntity, { eventSeq: In(seqs) });
+        // An action run's event is its execution's: found through the executions' index by event and the runs' by
+        // execution. No index holds runs by event alone, and by `event_seq` this DELETE read every run, once a batch.
+        await manager
+          .createQueryBuilder()
+          .delete()
+          .from(ActionRunEntity)
+          .where('execution_id IN (SELECT id FROM executions WHERE event_seq IN (:...seqs))', { seqs })
+          .execute();
         await manager.delete(ExecutionEntity, { eventSeq: In(seqs) });
         await manager.delete(EventEntity, { seq: In(seqs) });
       });
@@ -69,7 +76,8 @@ export class Retention {
       this.db.manager,
       `SELECT e.seq FROM events e
        WHERE e.received_at < ? AND e.status <> 'received'
-         AND NOT EXISTS (SELECT 1 FROM action_runs a WHERE a.event_seq = e.seq AND a.status IN ('pending', 'running', 'retrying'))
+         AND NOT EXISTS (SELECT 1 FROM executions x JOIN action_runs a ON a.execution_id = x.id
+                         WHERE x.event_seq = e.seq AND a.status IN ('pending', 'running', 'retrying'))
        ORDER BY e.seq LIMIT ?`,
       [cutoff, PRUNE_BATCH],
     );
