@@ -22,6 +22,10 @@ import { CANCEL_FOR_RESOURCE, DEBOUNCE_EARLIER, DEBOUNCE_REPOINT } from './waiti
 
 const kinds = await databasesUnderTest('executions ended by HOT updates');
 
+/** A page of the admin API's list of executions (admin-query.service.ts), as TypeORM writes it: all of them, or by status. */
+const PAGE = 'SELECT * FROM executions ORDER BY created_at DESC, id DESC LIMIT 51';
+const PAGE_BY_STATUS = 'SELECT * FROM executions WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT 51';
+
 const make = aRule({ id: 'make', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Made for {{ event.id }}' } }] });
 
 beforeAll(() => Logger.overrideLogger(false));
@@ -60,7 +64,7 @@ describe.each(kinds)('the executions of $name', (kind) => {
       expect(counted.hot).toBe(counted.updates);
     });
 
-    it('are found waiting through idx_executions_waiting, collapsed by the one they point at, and listed by status newest first, however many ended', async () => {
+    it('are found waiting through idx_executions_waiting, collapsed by the one they point at, and listed newest first (all, or by status), however many ended', async () => {
       const now = '2026-11-30T00:00:00.000Z';
       // 5,000 ended executions of a debounced rule: one in a thousand waits, one in a hundred was collapsed into a later one.
       await rows(
@@ -75,10 +79,12 @@ describe.each(kinds)('the executions of $name', (kind) => {
       const planOf = async (sql: string, params: unknown[]) => JSON.stringify(await rows(`EXPLAIN (FORMAT JSON) ${sql}`, params));
       expect(await planOf(DEBOUNCE_EARLIER, ['into', now, 'debounced', 'key-1'])).toContain('idx_executions_waiting');
       expect(await planOf(DEBOUNCE_REPOINT, ['x-9', 'x-101'])).toContain('idx_executions_debounced_into');
-      // The admin API's list by status (admin-query.service.ts), as TypeORM writes it: a walk newest first, not a sort of them all.
-      const page = `SELECT * FROM executions WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT 51`;
-      expect(await planOf(page, ['succeeded'])).toContain('idx_executions_created');
-      expect(await planOf(page, ['succeeded'])).not.toContain('"Sort"');
+      // The admin API's lists, all or by status: a walk newest first, not a sort of them all.
+      for (const page of [PAGE, PAGE_BY_STATUS]) {
+        const plan = await planOf(page, page === PAGE ? [] : ['succeeded']);
+        expect(plan).toContain('idx_executions_created');
+        expect(plan).not.toContain('"Sort"');
+      }
       // A cancel finds them by its resource's earlier events (by key), or by the rule's waiting ones: never a walk of them all.
       expect(await planOf(CANCEL_FOR_RESOURCE, ['evt', now, 'debounced', 'task:tsk_1', 10_000])).not.toContain('Seq Scan');
     });
@@ -86,6 +92,12 @@ describe.each(kinds)('the executions of $name', (kind) => {
     it('are found waiting through idx_executions_waiting, and collapsed by the one they point at', async () => {
       expect(await sqlitePlan(core().db, DEBOUNCE_EARLIER)).toContain('idx_executions_waiting');
       expect(await sqlitePlan(core().db, DEBOUNCE_REPOINT)).toContain('idx_executions_debounced_into');
+    });
+
+    it('are listed newest first without a sort of them all (migration 1766300000000)', async () => {
+      const plan = await sqlitePlan(core().db, PAGE);
+      expect(plan).toContain('idx_executions_created');
+      expect(plan).not.toContain('TEMP B-TREE');
       expect(await sqlitePlan(core().db, CANCEL_FOR_RESOURCE)).not.toMatch(/SCAN executions/);
     });
   }
