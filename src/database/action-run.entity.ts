@@ -9,6 +9,7 @@ export type ActionRunStatus = 'pending' | 'running' | 'succeeded' | 'retrying' |
 @Entity('action_runs')
 @Index('idx_action_runs_due', ['status', 'nextAttemptAt'])
 @Index('idx_action_runs_execution', ['executionId', 'position'])
+// SQLite also has idx_action_runs_created (created_at, id), for the admin API's list (migration 1766300000000).
 export class ActionRunEntity {
   @PrimaryColumn({ type: 'varchar', length: 36 })
   id!: string;

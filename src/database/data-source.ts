@@ -36,7 +36,7 @@ import { ThrottleKeysOnly1765900000000 } from './migrations/1765900000000-thrott
 import { WaitingByResourceByKey1766000000000 } from './migrations/1766000000000-waiting-by-resource-by-key.js';
 import { PostgresHotExecutions1766100000000 } from './migrations/1766100000000-postgres-hot-executions.js';
 import { DebouncedBySuccessor1766200000000 } from './migrations/1766200000000-debounced-by-successor.js';
-import { SqliteExecutionsNewestFirst1766300000000 } from './migrations/1766300000000-sqlite-executions-newest-first.js';
+import { SqliteListsNewestFirst1766300000000 } from './migrations/1766300000000-sqlite-lists-newest-first.js';
 import { fileFault, unwritableDatabase } from './storage-faults.js';
 
 export const ENTITIES = [EventEntity, ExecutionEntity, ActionRunEntity, RuleStateEntity, ResourceSnapshotEntity, ApiRuleEntity, ResourceProvenanceEntity];
@@ -64,7 +64,7 @@ export const MIGRATIONS = [
   WaitingByResourceByKey1766000000000,
   PostgresHotExecutions1766100000000,
   DebouncedBySuccessor1766200000000,
-  SqliteExecutionsNewestFirst1766300000000,
+  SqliteListsNewestFirst1766300000000,
 ];
 
 export type DatabaseKind = 'sqlite' | 'postgres';

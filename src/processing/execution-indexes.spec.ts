@@ -25,6 +25,8 @@ const kinds = await databasesUnderTest('executions ended by HOT updates');
 /** A page of the admin API's list of executions (admin-query.service.ts), as TypeORM writes it: all of them, or by status. */
 const PAGE = 'SELECT * FROM executions ORDER BY created_at DESC, id DESC LIMIT 51';
 const PAGE_BY_STATUS = 'SELECT * FROM executions WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT 51';
+/** A page of the list of action runs, all of them (SQLite). */
+const RUNS_PAGE = 'SELECT * FROM action_runs ORDER BY created_at DESC, id DESC LIMIT 51';
 
 const make = aRule({ id: 'make', actions: [{ type: 'task.create', params: { project_id: 'prj_1', title: 'Made for {{ event.id }}' } }] });
 
@@ -94,10 +96,13 @@ describe.each(kinds)('the executions of $name', (kind) => {
       expect(await sqlitePlan(core().db, DEBOUNCE_REPOINT)).toContain('idx_executions_debounced_into');
     });
 
-    it('are listed newest first without a sort of them all (migration 1766300000000)', async () => {
+    it('are listed newest first without a sort of them all, and so are all action runs (migration 1766300000000)', async () => {
       const plan = await sqlitePlan(core().db, PAGE);
       expect(plan).toContain('idx_executions_created');
       expect(plan).not.toContain('TEMP B-TREE');
+      const runsPlan = await sqlitePlan(core().db, RUNS_PAGE);
+      expect(runsPlan).toContain('idx_action_runs_created');
+      expect(runsPlan).not.toContain('TEMP B-TREE');
       expect(await sqlitePlan(core().db, CANCEL_FOR_RESOURCE)).not.toMatch(/SCAN executions/);
     });
   }

@@ -25,7 +25,7 @@
  * there), and each scope's events are a correlated `IN (… LIMIT n)`.
  */
 import type { DatabaseKind } from '../database/data-source.js';
-import { CREATING_IN_FLIGHT } from './runs-in-flight.js';
+import { CREATING_IN_FLIGHT, oldestCreatingInFlight } from './runs-in-flight.js';
 
 export const MAX_SCOPES = 100;
 
@@ -55,11 +55,11 @@ export function unseenScopedSql(kind: DatabaseKind, barrier: string, filters: st
 }
 
 /** The events of scope `s` the claim may take, oldest first (placeholders: now, those of `filters`, those of `limit`). */
-function inScope(barrier: string, filters: string, limit: string, using: string): string {
+function inScope(kind: DatabaseKind, barrier: string, filters: string, limit: string, using: string): string {
   return `SELECT e.seq FROM events e ${using}
       WHERE e.status = 'received' AND NOT e.seen_resource
         AND COALESCE(e.scope_kind, '') = s.kind AND COALESCE(e.scope_parent, '') = s.parent
-        AND e.received_at >= (SELECT MIN(a.created_at) FROM action_runs a WHERE ${CREATING_IN_FLIGHT})
+        AND e.received_at >= ${oldestCreatingInFlight(kind)}
         AND e.received_at < COALESCE(${SCOPE_HELD_FROM}, '9999')
         AND e.seq >= ${barrier} AND ${filters}
       ORDER BY e.received_at, e.seq LIMIT ${limit}`;
@@ -75,7 +75,7 @@ function unseenScopedSqlite(barrier: string, filters: string, limit: string): st
         (SELECT seq FROM ${waiting} AND ${SCOPE} = s.kind AND ${PARENT} > s.parent ORDER BY ${PARENT} LIMIT 1),
         (SELECT seq FROM ${waiting} AND ${SCOPE} > s.kind ORDER BY ${SCOPE}, ${PARENT} LIMIT 1))
       WHERE s.n < ${MAX_SCOPES})
-    SELECT w.seq FROM scopes s JOIN events w ON w.seq IN (${inScope(barrier, filters, limit, 'INDEXED BY idx_events_waiting_scope')})
+    SELECT w.seq FROM scopes s JOIN events w ON w.seq IN (${inScope('sqlite', barrier, filters, limit, 'INDEXED BY idx_events_waiting_scope')})
     ORDER BY w.seq LIMIT ${limit}`;
 }
 
@@ -89,6 +89,6 @@ function unseenScopedPostgres(barrier: string, filters: string, limit: string): 
         WHERE ${WAITING_UNSEEN} AND (${SCOPE}, ${PARENT}) > (s.kind, s.parent)
         ORDER BY 1, 2 LIMIT 1) next
       WHERE s.n < ${MAX_SCOPES})
-    SELECT w.seq FROM scopes s CROSS JOIN LATERAL (${inScope(barrier, filters, limit, '')}) w
+    SELECT w.seq FROM scopes s CROSS JOIN LATERAL (${inScope('postgres', barrier, filters, limit, '')}) w
     ORDER BY w.seq LIMIT ${limit}`;
 }

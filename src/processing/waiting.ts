@@ -17,6 +17,11 @@ export interface CancelledExecution {
   rule: string;
 }
 
+/**
+ * Waiting, said both ways (`status = 'waiting' AND resume_at IS NOT NULL`, the same executions): PostgreSQL's index
+ * of waiting executions is partial on `resume_at`, so that no index there tests `status` (migration 1766100000000),
+ * SQLite's on `status`; each planner uses its own only where the statement implies its predicate.
+ */
 export const CANCEL_FOR_RESOURCE = `
   UPDATE executions SET status = 'cancelled', cancelled_by = ?, finished_at = ?, resume_at = NULL
   WHERE status = 'waiting' AND resume_at IS NOT NULL AND rule_id = ? AND event_seq IN (SELECT seq FROM events WHERE resource_key = ? AND seq < ?)

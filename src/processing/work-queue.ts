@@ -42,7 +42,7 @@ import { planEachTime, planOnceByKey, plannedOnce } from '../database/planned-on
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { FreshLease, HeldBehind } from '../intake/event-writer.js';
 import { refreshStaleStatistics } from './statistics.js';
-import { CREATING_IN_FLIGHT, UNFINISHED_RUN } from './runs-in-flight.js';
+import { CREATING_IN_FLIGHT, oldestCreatingInFlight, UNFINISHED_RUN } from './runs-in-flight.js';
 import { unseenScopedSql } from './unseen-claim.js';
 import type { ClaimedActionRun, ClaimedEvent, HandOff } from './work.js';
 
@@ -60,9 +60,9 @@ const LEASE_RECOVERY_MS = 1_000;
  * before it cannot have been caused by any of them. Computed once per claim
  * (uncorrelated), and as a seq bound, so the claim's index scans split there.
  */
-const BARRIER_SEQ = `COALESCE(
+const barrierSeq = (kind: DatabaseKind) => `COALESCE(
   (SELECT x.seq FROM events x
-   WHERE x.received_at >= (SELECT MIN(a.created_at) FROM action_runs a WHERE ${CREATING_IN_FLIGHT})
+   WHERE x.received_at >= ${oldestCreatingInFlight(kind)}
    ORDER BY x.received_at, x.seq LIMIT 1),
   2147483647)`;
 
@@ -243,7 +243,7 @@ export function claimEventsSql(kind: DatabaseKind, limit: string): string {
   const claimable = (seqBound: string, using = '') => `
     SELECT e.seq FROM events e ${using} WHERE e.status = 'received' AND ${seqBound} AND ${filters} ORDER BY e.seq LIMIT ${limit}`;
   // PostgreSQL computes the barrier once for the three scans (SQLite, which keeps no statistics, gets it inline in each).
-  const barrier = pg ? '(SELECT seq FROM barrier)' : BARRIER_SEQ;
+  const barrier = pg ? '(SELECT seq FROM barrier)' : barrierSeq(kind);
   // PostgreSQL: through the two partial indexes of waiting events. Planned on young statistics, one scan of
   // `status = 'received'` went along the primary key, through every event already processed.
   const beforeBarrier = pg
@@ -251,7 +251,7 @@ export function claimEventsSql(kind: DatabaseKind, limit: string): string {
        UNION ALL SELECT seq FROM (${claimable(`NOT e.seen_resource AND e.seq < ${barrier}`)}) before_unseen`
     : `SELECT seq FROM (${claimable(`e.seq < ${barrier}`)}) before_barrier`;
   const unseen = unseenScopedSql(kind, barrier, filters, limit);
-  return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${BARRIER_SEQ} AS seq)` : ''}
+  return `${pg ? `WITH barrier AS MATERIALIZED (SELECT ${barrierSeq(kind)} AS seq)` : ''}
     UPDATE events SET lease_owner = ?, lease_until = ?
     WHERE seq ${inCandidates(kind, `
       SELECT c.seq FROM events c
