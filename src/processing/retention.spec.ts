@@ -8,6 +8,7 @@ import { EventEntity, type EventStatus } from '../database/event.entity.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase, sqlitePlan } from '../../test/support/storage.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
+import { queryRows } from '../database/sql.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
 import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
@@ -215,5 +216,45 @@ describe.each(kinds)(`${Retention.name} on $name`, (kind) => {
       const provenance = await db.manager.find(ResourceProvenanceEntity);
       expect(provenance.map((p) => p.resourceKey)).toEqual(['task:fresh']);
     });
+
+    it('drops every stale snapshot of a table read in many short transactions, and provenance a batch at a time', async () => {
+      const snapshots = 12_000;
+      const stale = (i: number) => i % 3 === 1;
+      for (let start = 0; start < snapshots; start += 500) {
+        const rows = Array.from({ length: 500 }, (_, j) => start + j);
+        await db.write((m) => queryRows(m, `INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES ${rows.map(() => '(?, ?, ?, ?)').join(', ')}`,
+          rows.flatMap((i) => [`task:${i}`, JSON.stringify({ id: `tsk_${i}`, title: 'x'.repeat(100) }), i + 1, stale(i) ? OLD : RECENT])));
+      }
+      const provenance = PRUNE_BATCH * 2 + 7;
+      await db.write((m) => m.insert(ResourceProvenanceEntity, Array.from({ length: provenance + 3 }, (_, i) => ({
+        resourceKey: `task:p${i}`, depth: 1, actionRunId: randomUUID(), ruleId: 'r',
+        changedAt: iso(i < provenance ? SELF_CAUSED_WINDOW_MS + 1000 + i : SELF_CAUSED_WINDOW_MS - 1000),
+      }))));
+      expect(await planOfASlice()).toMatch(kind.name === 'sqlite' ? /SEARCH resource_snapshots USING INTEGER PRIMARY KEY \(rowid>\? AND rowid<\?\)/ : /Tid Range Scan on resource_snapshots/);
+      // Each slice or batch is a write of its own (Database.write): one DELETE, one transaction.
+      const deletes: string[] = [];
+      const logger = db.dataSource.logger;
+      db.dataSource.logger = { ...logger, logQuery: (query: string) => void (/^DELETE FROM "?resource_(snapshots|provenance)/.test(query) && deletes.push(query)) } as typeof logger;
+      try {
+        await retention.prune();
+      } finally {
+        db.dataSource.logger = logger;
+      }
+      const kept = await queryRows<{ resource_key: string }>(db.manager, 'SELECT resource_key FROM resource_snapshots');
+      expect(kept.map((r) => r.resource_key).sort()).toEqual(Array.from({ length: snapshots }, (_, i) => i).filter((i) => !stale(i)).map((i) => `task:${i}`).sort());
+      const left = await db.manager.find(ResourceProvenanceEntity);
+      expect(left.map((p) => p.resourceKey).sort()).toEqual([`task:p${provenance}`, `task:p${provenance + 1}`, `task:p${provenance + 2}`]);
+      // The snapshots in three slices or more (SQLite: 12,000 rowids, PostgreSQL: some 380 pages), the provenance in three batches.
+      expect(deletes.filter((sql) => sql.includes('snapshots')).length).toBeGreaterThanOrEqual(kind.name === 'sqlite' ? 3 : 2);
+      expect(deletes.filter((sql) => sql.includes('provenance'))).toHaveLength(3);
+    });
+
+    /** The plan of a slice's DELETE, on a table of some size (PostgreSQL reads an empty one whole: it is cheaper). */
+    async function planOfASlice(): Promise<string> {
+      return kind.name === 'sqlite'
+        ? await sqlitePlan(db, 'DELETE FROM resource_snapshots WHERE rowid >= ? AND rowid < ? AND updated_at < ?')
+        : (await queryRows<{ 'QUERY PLAN': string }>(db.manager, `EXPLAIN DELETE FROM resource_snapshots WHERE ctid >= '(0,0)'::tid AND ctid < '(200,0)'::tid AND updated_at < '2026'`))
+          .map((r) => r['QUERY PLAN']).join('\n');
+    }
   });
 });

@@ -6,7 +6,7 @@
  */
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Cron, CronExpression } from '@nestjs/schedule';
-import { In, LessThan } from 'typeorm';
+import { In } from 'typeorm';
 import { setImmediate as yieldToIntake } from 'node:timers/promises';
 import { ActionRunEntity } from '../database/action-run.entity.js';
 import { CLOCK, type Clock } from '../clock.js';
@@ -17,9 +17,11 @@ import { EventEntity } from '../database/event.entity.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
-import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 
 export const PRUNE_BATCH = 500;
+/** Snapshots read per transaction by the prune (SQLite: a span of rowids; PostgreSQL: pages of about 30 rows each). */
+export const SNAPSHOT_SLICE_ROWS = 5_000;
+export const SNAPSHOT_SLICE_PAGES = 200;
 
 @Injectable()
 export class Retention {
@@ -63,12 +65,52 @@ export class Retention {
       pruned += seqs.length;
       await yieldToIntake();
     }
-    await this.db.write(async (manager) => {
-      await manager.delete(ResourceSnapshotEntity, { updatedAt: LessThan(cutoff) });
-      await manager.delete(ResourceProvenanceEntity, { changedAt: LessThan(new Date(now.getTime() - SELF_CAUSED_WINDOW_MS).toISOString()) });
-    });
+    await this.pruneSnapshots(cutoff);
+    await this.pruneProvenance(new Date(now.getTime() - SELF_CAUSED_WINDOW_MS).toISOString());
     if (pruned > 0) this.logger.log({ msg: 'pruned old events', events: pruned, before: cutoff });
     return pruned;
+  }
+
+  /**
+   * Snapshots not updated since the cutoff. No index holds them by time (one would cost every event's snapshot an
+   * entry more), so the table is read once, a slice of its rows at a time, each slice's DELETE its own short
+   * transaction: SQLite by rowid, PostgreSQL by page (a TID range scan). One DELETE of them all read every snapshot
+   * in one transaction, on SQLite on the event loop. Rows stored meanwhile lie past the last slice, and are new.
+   */
+  private async pruneSnapshots(cutoff: string): Promise<void> {
+    if (this.db.kind === 'postgres') {
+      const [{ pages }] = await queryRows<{ pages: number | string }>(
+        this.db.manager, `SELECT pg_relation_size('resource_snapshots') / current_setting('block_size')::int AS pages`);
+      for (let page = 0; page < Number(pages); page += SNAPSHOT_SLICE_PAGES) {
+        await this.db.write((manager) => queryRows(manager,
+          'DELETE FROM resource_snapshots WHERE ctid >= ?::tid AND ctid < ?::tid AND updated_at < ?',
+          [`(${page},0)`, `(${page + SNAPSHOT_SLICE_PAGES},0)`, cutoff]));
+        await yieldToIntake();
+      }
+      return;
+    }
+    const [span] = await queryRows<{ low: number | null; high: number | null }>(
+      this.db.manager, 'SELECT (SELECT MIN(rowid) FROM resource_snapshots) AS low, (SELECT MAX(rowid) FROM resource_snapshots) AS high');
+    if (span.low === null || span.high === null) return;
+    for (let low = Number(span.low); low <= Number(span.high); low += SNAPSHOT_SLICE_ROWS) {
+      await this.db.write((manager) => queryRows(manager,
+        'DELETE FROM resource_snapshots WHERE rowid >= ? AND rowid < ? AND updated_at < ?', [low, low + SNAPSHOT_SLICE_ROWS, cutoff]));
+      await yieldToIntake();
+    }
+  }
+
+  /** Provenance older than the self-caused window, oldest first through its index by time, PRUNE_BATCH at a time. */
+  private async pruneProvenance(before: string): Promise<void> {
+    for (;;) {
+      const deleted = await this.db.write((manager) => manager
+        .createQueryBuilder()
+        .delete()
+        .from(ResourceProvenanceEntity)
+        .where(`resource_key IN (SELECT resource_key FROM resource_provenance WHERE changed_at < :before ORDER BY changed_at LIMIT ${PRUNE_BATCH})`, { before })
+        .execute());
+      if ((deleted.affected ?? 0) < PRUNE_BATCH) return;
+      await yieldToIntake();
+    }
   }
 
   private async oldFinishedEvents(cutoff: string): Promise<number[]> {
