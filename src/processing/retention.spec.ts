@@ -7,6 +7,7 @@ import type { Database } from '../database/database.service.js';
 import { EventEntity, type EventStatus } from '../database/event.entity.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase, sqlitePlan } from '../../test/support/storage.js';
+import { waitUntil } from '../../test/support/wait.js';
 import { ExecutionEntity } from '../database/execution.entity.js';
 import { queryRows } from '../database/sql.js';
 import { SELF_CAUSED_WINDOW_MS } from './loop-guard.js';
@@ -248,6 +249,34 @@ describe.each(kinds)(`${Retention.name} on $name`, (kind) => {
       expect(deletes.filter((sql) => sql.includes('snapshots')).length).toBeGreaterThanOrEqual(kind.name === 'sqlite' ? 3 : 2);
       expect(deletes.filter((sql) => sql.includes('provenance'))).toHaveLength(3);
     });
+
+    if (kind.name === 'postgres') {
+      it('keeps a provenance row that an outcome renews while the prune is deleting it', async () => {
+        const stale = iso(SELF_CAUSED_WINDOW_MS + 60_000);
+        await db.write((m) => m.insert(ResourceProvenanceEntity, ['task:renewed', 'task:old'].map((resourceKey) => ({
+          resourceKey, depth: 1, actionRunId: randomUUID(), ruleId: 'r', changedAt: stale,
+        }))));
+        // An outcome's transaction renews the row, and commits only once the prune's DELETE waits for it.
+        const outcome = db.dataSource.createQueryRunner();
+        await outcome.connect();
+        await outcome.startTransaction();
+        try {
+          await outcome.query(`UPDATE resource_provenance SET changed_at = $1 WHERE resource_key = 'task:renewed'`, [NOW.toISOString()]);
+          const pruning = retention.prune();
+          await waitUntil(async () => {
+            const [{ n }] = await queryRows<{ n: number }>(db.manager, `SELECT COUNT(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM "resource_provenance"%'`);
+            return n > 0;
+          }, { what: "the prune's DELETE of provenance to wait for the outcome's row" });
+          await outcome.commitTransaction();
+          await pruning;
+        } finally {
+          await outcome.release();
+        }
+        const left = await db.manager.find(ResourceProvenanceEntity);
+        expect(left.map((p) => [p.resourceKey, p.changedAt])).toEqual([['task:renewed', NOW.toISOString()]]);
+      });
+    }
 
     /** The plan of a slice's DELETE, on a table of some size (PostgreSQL reads an empty one whole: it is cheaper). */
     async function planOfASlice(): Promise<string> {

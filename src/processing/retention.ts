@@ -99,14 +99,19 @@ export class Retention {
     }
   }
 
-  /** Provenance older than the self-caused window, oldest first through its index by time, PRUNE_BATCH at a time. */
+  /**
+   * Provenance older than the self-caused window, oldest first through its index by time, PRUNE_BATCH at a time. The
+   * time is tested again on the row deleted: on PostgreSQL an action's outcome may renew a row the batch chose before
+   * the DELETE reaches it, and the DELETE then sees the new version, which must stay.
+   */
   private async pruneProvenance(before: string): Promise<void> {
     for (;;) {
       const deleted = await this.db.write((manager) => manager
         .createQueryBuilder()
         .delete()
         .from(ResourceProvenanceEntity)
-        .where(`resource_key IN (SELECT resource_key FROM resource_provenance WHERE changed_at < :before ORDER BY changed_at LIMIT ${PRUNE_BATCH})`, { before })
+        .where(`changed_at < :before AND resource_key IN (
+          SELECT resource_key FROM resource_provenance WHERE changed_at < :before ORDER BY changed_at LIMIT ${PRUNE_BATCH})`, { before })
         .execute());
       if ((deleted.affected ?? 0) < PRUNE_BATCH) return;
       await yieldToIntake();
