@@ -43,9 +43,12 @@ const COPY = 'wal-census.sqlite';
 const MARKS = 'wal-census.json';
 /** Written at the first mark: the census has begun. */
 const STARTED = 'wal-census.started.json';
+/** Written instead of the copy when the hook fails (it leaves the engine running). */
+const ERROR = 'wal-census.error.txt';
 
 /** The log's frames, each its page number and whether it ends a transaction, up to the first that is not of this log. */
 function readFrames(walFile) {
+  if (!existsSync(walFile)) return { pageSize: 0, frames: [] };
   const fd = openSync(walFile, 'r');
   try {
     const header = Buffer.alloc(WAL_HEADER);
@@ -176,7 +179,20 @@ function hook() {
     return pragma.call(this, source, options);
   };
   let marks = null;
-  setTimeout(() => {
+  // A hook must not bring the engine down: what goes wrong is written beside the copy instead.
+  const guarded = (step) => () => {
+    try {
+      step();
+    } catch (error) {
+      const told = `wal-census: ${error instanceof Error ? error.stack : String(error)}\n`;
+      try {
+        writeFileSync(join(dir, ERROR), told);
+      } catch {
+        process.stderr.write(told);
+      }
+    }
+  };
+  setTimeout(guarded(() => {
     if (connection === null || !connection.open) return;
     const hasEvents = connection.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").get() !== undefined;
     marks = {
@@ -186,13 +202,13 @@ function hook() {
       eventsTable: hasEvents,
     };
     writeFileSync(join(dir, STARTED), `${JSON.stringify(marks)}\n`);
-  }, from).unref();
-  setTimeout(() => {
+  }), from).unref();
+  setTimeout(guarded(() => {
     if (marks === null || !connection.open) return;
     copyFileSync(marks.file, join(dir, COPY));
     copyFileSync(`${marks.file}-wal`, join(dir, `${COPY}-wal`));
     writeFileSync(join(dir, MARKS), `${JSON.stringify(marks)}\n`);
-  }, to).unref();
+  }), to).unref();
 }
 
 if (require.main === module) {

@@ -4,7 +4,7 @@
  * report read by the same file run as a command.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -89,6 +89,28 @@ describe('the WAL census', () => {
     const byTree = census.trees.reduce((sum, t) => sum + t.frames, 0);
     expect(byTree).toBe(census.frames);
     expect(census.trees.find((t) => t.tree === 'idx_events_k')!.perEvent).toBeCloseTo(census.trees.find((t) => t.tree === 'idx_events_k')!.frames / 200, 6);
+  }, 30_000);
+
+  it('leaves the process running when it cannot make its copy, and says why beside it', async () => {
+    // The copy's name taken by a folder: copying the database there fails.
+    mkdirSync(join(dir, 'wal-census.sqlite'));
+    const script = join(dir, 'work.cjs');
+    writeFileSync(script, `
+      const { existsSync } = require('node:fs');
+      const Database = require(${JSON.stringify(DRIVER)});
+      const db = new Database(${JSON.stringify(join(dir, 'work.sqlite'))});
+      db.pragma('journal_mode = WAL');
+      db.pragma('wal_autocheckpoint = 1');
+      db.exec('CREATE TABLE t (v TEXT)');
+      const poll = setInterval(() => {
+        db.prepare('INSERT INTO t (v) VALUES (?)').run('x');
+        if (existsSync(${JSON.stringify(join(dir, 'wal-census.error.txt'))})) { clearInterval(poll); db.close(); }
+      }, 20);
+    `);
+
+    expect(await runUnderHook(dir, script)).toBe(0);
+    expect(readFileSync(join(dir, 'wal-census.error.txt'), 'utf8')).toMatch(/^wal-census: Error: EISDIR/);
+    expect(existsSync(join(dir, 'wal-census.json'))).toBe(false);
   }, 30_000);
 
   it('says how it is used when there is no copy to read', () => {
