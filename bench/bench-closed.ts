@@ -20,7 +20,7 @@
  * (bench-pgstats.ts).
  */
 import type { BenchDatabase } from './bench-databases.js';
-import type { BenchEngine, EngineMemory } from './bench-engine.js';
+import type { BenchEngine, CpuSplit, EngineMemory } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import type { ArrivalLog } from './bench-fake-service.js';
 import { closedLoop, summarize, WebhookPoster, type ClosedLoopResult, type ConnectionMode, type LatencySummary, type PreparedEvent } from './bench-load.js';
@@ -58,6 +58,12 @@ export interface ClosedLoopFigures {
   /** Events fully handled (action arrived / event processed) per CPU-second of the system, drain included. */
   cpuSeconds: number;
   eventsPerCpuSecond: number;
+  /**
+   * The same CPU per event handled, in µs, by kind and thread (child processes only): the main thread's user and
+   * system time, its share of one core over the run and its drain, and the other threads' (V8's compilers and
+   * garbage collector, libuv's pool).
+   */
+  cpuPerEvent?: CpuPerEvent;
   /** PostgreSQL: the CPU of its backends serving this database, when visible, and events per CPU-second of both. */
   databaseCpuSeconds?: number;
   eventsPerCpuSecondWithDatabase?: number;
@@ -65,6 +71,24 @@ export interface ClosedLoopFigures {
   benchCpuPercent: number;
   memory: EngineMemory;
   postgres?: PostgresPerEvent;
+}
+
+export interface CpuPerEvent {
+  mainUserUs: number;
+  mainSystemUs: number;
+  /** The main thread's CPU over the time from the timed run's start to its drain, as a share of one core (0–1). */
+  mainBusy: number;
+  otherThreadsUs: number;
+}
+
+/** CPU per event from two readings `seconds` apart, `handled` events between them. */
+export function cpuPerEvent(start: CpuSplit, end: CpuSplit, handled: number, seconds: number): CpuPerEvent | undefined {
+  if (handled <= 0 || seconds <= 0) return undefined;
+  const mainUser = end.mainUser - start.mainUser;
+  const mainSystem = end.mainSystem - start.mainSystem;
+  const others = end.user + end.system - (start.user + start.system) - mainUser - mainSystem;
+  const us = (s: number) => (s * 1e6) / handled;
+  return { mainUserUs: us(mainUser), mainSystemUs: us(mainSystem), mainBusy: (mainUser + mainSystem) / seconds, otherThreadsUs: us(Math.max(0, others)) };
 }
 
 export interface PostgresPerEvent {
@@ -79,6 +103,8 @@ interface Timed {
   windowStart: number;
   windowEnd: number;
   cpu: { start: number; end: number; drained: number };
+  /** By kind and thread, at the start and once drained (child processes only). */
+  split?: { start: CpuSplit; drained: CpuSplit };
   benchCpuPercent: number;
   backlogAtEnd: number;
   leftAfterDrain: number;
@@ -127,6 +153,7 @@ async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: Prepa
   const { options } = ctx;
   await work.backends?.start();
   const cpuStart = target.cpuSeconds();
+  const splitStart = target.cpuSplit?.();
   const benchStart = process.cpuUsage();
   const windowStart = epochNow();
   const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
@@ -136,10 +163,12 @@ async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: Prepa
   const left = work.kind === 'e2e' ? () => acknowledged(result) - work.arrivals.arrived() : work.remaining;
   const backlogAtEnd = await left();
   const leftAfterDrain = await drain(left, options.drainLimitS * 1000, work.kind === 'e2e' ? 20 : 100);
+  const splitDrained = target.cpuSplit?.();
   return {
     result, windowStart, windowEnd, backlogAtEnd, leftAfterDrain,
     drainedAt: epochNow(),
     cpu: { start: cpuStart, end: cpuEnd, drained: target.cpuSeconds() },
+    split: splitStart && splitDrained ? { start: splitStart, drained: splitDrained } : undefined,
     benchCpuPercent: ((bench.user + bench.system) / 1e6 / ((windowEnd - windowStart) / 1000)) * 100,
     databaseCpuSeconds: await work.backends?.stop(),
   };
@@ -181,6 +210,7 @@ function figures(ctx: ScenarioContext, run: { system: SystemName; kind: LoadKind
     duplicateActions: arrivals.duplicates(),
     cpuSeconds,
     eventsPerCpuSecond: cpuSeconds > 0 ? handled / cpuSeconds : 0,
+    cpuPerEvent: t.split && cpuPerEvent(t.split.start, t.split.drained, handled, (t.drainedAt - t.windowStart) / 1000),
     databaseCpuSeconds: t.databaseCpuSeconds,
     eventsPerCpuSecondWithDatabase: t.databaseCpuSeconds === undefined ? undefined : handled / (cpuSeconds + t.databaseCpuSeconds),
     benchCpuPercent: t.benchCpuPercent,

@@ -68,6 +68,8 @@ export interface BenchEngine {
   memory(): EngineMemory;
   /** CPU time (user + system) the engine has used so far; in process this includes the load generator. */
   cpuSeconds(): number;
+  /** The same, split by kind and by thread (child processes only: in process the main thread is the load generator's too). */
+  cpuSplit?(): CpuSplit;
   stop(): Promise<void>;
 }
 
@@ -120,12 +122,33 @@ export function procStatusMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return line ? Number(/(\d+)/.exec(line)?.[1] ?? 0) / 1024 : 0;
 }
 
-/** utime + stime from /proc/<pid>/stat, in clock ticks of 1/100 s (USER_HZ on Linux). */
-export function procCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/** utime and stime of a /proc `stat` file, in seconds (clock ticks of 1/100 s: USER_HZ on Linux). */
+function userAndSystem(statFile: string): { user: number; system: number } {
+  const stat = readFileSync(statFile, 'utf8');
   // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+}
+
+/** utime + stime from /proc/<pid>/stat: every thread of the process, in seconds. */
+export function procCpuSeconds(pid: number): number {
+  const { user, system } = userAndSystem(`/proc/${pid}/stat`);
+  return user + system;
+}
+
+/** CPU time so far, in seconds: the whole process's, and its main thread's (the event loop, for a Node process). */
+export interface CpuSplit {
+  user: number;
+  system: number;
+  mainUser: number;
+  mainSystem: number;
+}
+
+/** The process from /proc/<pid>/stat, its main thread (whose id is the process's) from /proc/<pid>/task/<pid>/stat. */
+export function procCpuSplit(pid: number): CpuSplit {
+  const main = userAndSystem(`/proc/${pid}/task/${pid}/stat`);
+  const all = userAndSystem(`/proc/${pid}/stat`);
+  return { user: all.user, system: all.system, mainUser: main.user, mainSystem: main.system };
 }
 
 /** SIGTERM lets the engine finish work in hand and close the database; SIGKILL if it hangs. */
@@ -155,7 +178,16 @@ function procReader(pid: number) {
     }
     return last;
   };
-  return { memory: () => ({ rssMb: read().rssMb, peakRssMb: read().peakRssMb }), cpuSeconds: () => read().cpu };
+  let lastSplit: CpuSplit = { user: 0, system: 0, mainUser: 0, mainSystem: 0 };
+  const split = () => {
+    try {
+      lastSplit = procCpuSplit(pid);
+    } catch {
+      // Gone: keep what was last seen.
+    }
+    return lastSplit;
+  };
+  return { memory: () => ({ rssMb: read().rssMb, peakRssMb: read().peakRssMb }), cpuSeconds: () => read().cpu, cpuSplit: split };
 }
 
 async function startChildProcess(spec: ChildSpec, cleanup: Cleanup): Promise<BenchEngine> {

@@ -58,6 +58,10 @@ function closedNotes(f: ClosedLoopFigures): string[] {
   if (f.ranOut) notes.push(`${who}: ran out of prepared events (raise --events)`);
   if (f.leftAfterDrain > 0) notes.push(`${who}: ${int(f.leftAfterDrain)} acknowledged events still not done ${seconds(f.drainSeconds)} after sending stopped`);
   if (f.duplicateActions > 0) notes.push(`${who}: ${int(f.duplicateActions)} actions arrived twice`);
+  if (f.cpuPerEvent) {
+    const c = f.cpuPerEvent;
+    notes.push(`${who}, CPU per event (drain included): main thread ${decimal(c.mainUserUs)} µs user + ${decimal(c.mainSystemUs)} µs system (${int(c.mainBusy * 100)} % of a core), other threads ${decimal(c.otherThreadsUs)} µs`);
+  }
   if (f.postgres) {
     const p = f.postgres.perEvent;
     const withDb = f.eventsPerCpuSecondWithDatabase === undefined ? '' : `; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its PostgreSQL backends together`;
