@@ -167,26 +167,23 @@ interface ChildSpec {
   readyPath: string;
 }
 
-/** Memory and CPU of a child, read from /proc while it lives; the last values once it has exited. */
-function procReader(pid: number) {
-  let last = { rssMb: 0, peakRssMb: 0, cpu: 0 };
-  const read = () => {
+/** `read`, and once it throws (the process is gone), what it last returned. */
+function lastSeen<T>(read: () => T, initial: T): () => T {
+  let last = initial;
+  return () => {
     try {
-      last = { rssMb: procStatusMb(pid, 'VmRSS'), peakRssMb: procStatusMb(pid, 'VmHWM'), cpu: procCpuSeconds(pid) };
+      last = read();
     } catch {
       // Gone: keep what was last seen.
     }
     return last;
   };
-  let lastSplit: CpuSplit = { user: 0, system: 0, mainUser: 0, mainSystem: 0 };
-  const split = () => {
-    try {
-      lastSplit = procCpuSplit(pid);
-    } catch {
-      // Gone: keep what was last seen.
-    }
-    return lastSplit;
-  };
+}
+
+/** Memory and CPU of a child, read from /proc while it lives; the last values once it has exited. */
+function procReader(pid: number) {
+  const read = lastSeen(() => ({ rssMb: procStatusMb(pid, 'VmRSS'), peakRssMb: procStatusMb(pid, 'VmHWM'), cpu: procCpuSeconds(pid) }), { rssMb: 0, peakRssMb: 0, cpu: 0 });
+  const split = lastSeen(() => procCpuSplit(pid), { user: 0, system: 0, mainUser: 0, mainSystem: 0 });
   return { memory: () => ({ rssMb: read().rssMb, peakRssMb: read().peakRssMb }), cpuSeconds: () => read().cpu, cpuSplit: split };
 }
 
