@@ -86,6 +86,10 @@ export interface EngineSettings {
    * (child layout): an engine with a large backlog may take longer to listen.
    */
   readyTimeoutMs?: number;
+  /** Another build of the engine to run instead of ENGINE_MAIN (child layout; bench-pair.ts). */
+  script?: string;
+  /** Options for this engine's node instead of BENCH_ENGINE_NODE_ARGS (child layout; bench-pair.ts). */
+  nodeArgs?: string[];
 }
 
 /** The whole configuration, so nothing of the tests' defaults applies (PORT and HOST come from the starter). */
@@ -229,12 +233,17 @@ async function startChildPatiently(spec: ChildSpec, cleanup: Cleanup, timeoutMs:
   return { url, layout: 'child', pid: child.pid, ...procReader(child.pid!), stop };
 }
 
+/** Space-separated options (BENCH_ENGINE_NODE_ARGS, bench-pair.ts's --a-args): none when unset or blank. */
+export function splitArgs(text: string | undefined): string[] {
+  return (text ?? '').split(/\s+/).filter((arg) => arg !== '');
+}
+
 function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
   const nodeArgs = settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [];
   // Options for the engine's node alone (V8 flags, a --require hook), not for the reference or the load generator.
-  nodeArgs.push(...(process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(/\s+/).filter((arg) => arg !== ''));
+  nodeArgs.push(...(settings.nodeArgs ?? splitArgs(process.env.BENCH_ENGINE_NODE_ARGS)));
   const env = benchEnv(settings, settings.rulesDir ?? writeRules(cleanup));
-  const spec = { what: 'engine', script: ENGINE_MAIN, env, nodeArgs, readyPath: '/health/ready' };
+  const spec = { what: 'engine', script: settings.script ?? ENGINE_MAIN, env, nodeArgs, readyPath: '/health/ready' };
   return settings.readyTimeoutMs === undefined ? startChildProcess(spec, cleanup) : startChildPatiently(spec, cleanup, settings.readyTimeoutMs);
 }
 

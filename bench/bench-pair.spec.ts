@@ -1,0 +1,46 @@
+/**
+ * bench/bench-pair.ts: the ratios it prints from two engines' figures, and its
+ * options. Two real engines run by it: test/bench-pair.e2e-spec.ts.
+ */
+import { pairOptions, pairSummary, roundLine, summaryLine, type SideFigures } from './bench-pair.js';
+
+const side = (eventsPerSecond: number, mainCpuUs: number): SideFigures => ({ eventsPerSecond, mainCpuUs, mainBusy: 0.5, handled: 1000 });
+
+describe('bench:pair', () => {
+  it("sums up B's figures over A's, round by round, as a median and a range", () => {
+    const rounds = [
+      { a: side(1000, 200), b: side(1100, 180) },
+      { a: side(1000, 200), b: side(900, 220) },
+      { a: side(2000, 100), b: side(2000, 100) },
+    ];
+    const s = pairSummary(rounds);
+    expect(s.eventsPerSecond).toEqual({ median: 1, min: 0.9, max: 1.1 });
+    expect(s.mainCpu.median).toBeCloseTo(1, 9);
+    expect(s.mainCpu.min).toBeCloseTo(0.9, 9);
+    expect(s.mainCpu.max).toBeCloseTo(1.1, 9);
+    // An even number of rounds: the middle two, averaged.
+    expect(pairSummary(rounds.slice(0, 2)).eventsPerSecond.median).toBeCloseTo(1, 9);
+    expect(pairSummary([{ a: side(1000, 200), b: side(1200, 150) }, { a: side(1000, 200), b: side(1100, 190) }]).mainCpu.median).toBeCloseTo(0.85, 9);
+    expect(() => pairSummary([])).toThrow('no round');
+  });
+
+  it('prints a round and the summary', () => {
+    const round = { a: side(2500.4, 263.2), b: side(2400, 270) };
+    expect(roundLine(3, round)).toBe(
+      'round 3: A 2,500 events/s, 263 µs of main thread an event (50 % of a core) | B 2,400 events/s, 270 µs of main thread an event (50 % of a core) | B/A 0.960× events/s, 1.026× CPU an event',
+    );
+    expect(summaryLine([round])).toBe('B against A over 1 round(s), median (range): events/s 0.960× (0.960–0.960×), main-thread CPU an event 1.026× (1.026–1.026×)');
+  });
+
+  it('takes its options from the command line, and says which is wrong', () => {
+    const defaults = pairOptions([]);
+    expect(defaults).toMatchObject({ rounds: 5, seconds: 10, warmUpS: 10, connections: 16, intake: false });
+    expect(defaults.a.script).toBe(defaults.b.script);
+    expect(defaults.a.nodeArgs).toEqual([]);
+    expect(pairOptions(['--a-args=  --max-semi-space-size=64   --use-largepages=on ', '--intake']).a.nodeArgs).toEqual(['--max-semi-space-size=64', '--use-largepages=on']);
+    expect(() => pairOptions(['--rounds', '0'])).toThrow('--rounds must be a whole number ≥ 1, not "0"');
+    expect(() => pairOptions(['--seconds', '1.5'])).toThrow('--seconds must be a whole number ≥ 1');
+    expect(() => pairOptions(['--connections', 'many'])).toThrow('--connections must be a whole number ≥ 1');
+    expect(() => pairOptions(['--colour'])).toThrow();
+  });
+});

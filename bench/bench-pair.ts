@@ -1,0 +1,204 @@
+/**
+ * `npm run bench:pair`: two builds of the engine (or one build under two sets
+ * of node options) measured at the same time, side by side, each with its own
+ * SQLite database and fake service and half of the load generator's clients,
+ * in rounds; it prints, for each round and as the median over the rounds, B's
+ * events per second and main-thread CPU per event as ratios to A's.
+ *
+ * Why: on this shared 2-core machine a closed loop's events/s moves by 15–30 %
+ * between runs minutes apart (the reference's as much as the engine's), so a
+ * change worth 3–5 % needs many runs in the order A B B A to show. Instruction
+ * counts (`npm run bench:instructions`) do not move, but they see nothing of
+ * what a change does to caches, page tables, system calls or the garbage
+ * collector's threads. Two engines running at once share whatever the machine
+ * does in each moment, so the ratio of their figures in one round is fair to
+ * both, whichever moment it was. They also share the two cores with each other
+ * and with the load: each runs slower than it would alone, with fuller batches,
+ * so the ratios are those of a saturated machine.
+ *
+ *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
+ *                         [--warmup S] [--connections N] [--intake]
+ *
+ * `--a`/`--b`: a bundle to run (default: dist-bench/bundle/main.js for both;
+ * a copy made before a change must sit two folders below the repository, as
+ * for bench:instructions, to find its packages). `--a-args`/`--b-args`: options
+ * for that engine's node, space-separated (a V8 flag, `--use-largepages=on`).
+ * End to end by default (every event matches, its action reaches the fake
+ * service); `--intake`: no event matches.
+ */
+import { parseArgs } from 'node:util';
+import { isEntryFile } from '../src/cli/cli-output.js';
+import { Cleanup } from './bench-cleanup.js';
+import { cpuPerEvent } from './bench-closed.js';
+import { createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
+import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
+import { runPrefix, signedEvents } from './bench-events.js';
+import { startFakeService, type FakeService } from './bench-fake-service.js';
+import { closedLoop, WebhookPoster } from './bench-load.js';
+import { drain } from './bench-systems.js';
+
+export interface PairOptions {
+  a: { script: string; nodeArgs: string[] };
+  b: { script: string; nodeArgs: string[] };
+  rounds: number;
+  seconds: number;
+  warmUpS: number;
+  /** Clients of each engine's closed loop. */
+  connections: number;
+  intake: boolean;
+}
+
+/** One engine's figures in one round. */
+export interface SideFigures {
+  /** Events acknowledged per second of the round. */
+  eventsPerSecond: number;
+  /** The main thread's user + system CPU per event handled, drain included (µs). */
+  mainCpuUs: number;
+  /** The main thread's share of a core over the round and its drain. */
+  mainBusy: number;
+  handled: number;
+}
+
+export interface PairRound {
+  a: SideFigures;
+  b: SideFigures;
+}
+
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+/** B over A in each round, summed up over the rounds: events per second, and main-thread CPU per event. */
+export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread } {
+  if (rounds.length === 0) throw new Error('no round to sum up');
+  const spread = (ratios: number[]): Spread => {
+    const sorted = [...ratios].sort((x, y) => x - y);
+    const mid = sorted.length >> 1;
+    const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    return { median, min: sorted[0], max: sorted[sorted.length - 1] };
+  };
+  return {
+    eventsPerSecond: spread(rounds.map((r) => r.b.eventsPerSecond / r.a.eventsPerSecond)),
+    mainCpu: spread(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
+  };
+}
+
+const count = (n: number) => Math.round(n).toLocaleString('en-US');
+const ratio = (x: number) => `${x.toFixed(3)}×`;
+const side = (f: SideFigures) => `${count(f.eventsPerSecond)} events/s, ${count(f.mainCpuUs)} µs of main thread an event (${Math.round(f.mainBusy * 100)} % of a core)`;
+
+export function roundLine(n: number, r: PairRound): string {
+  return `round ${n}: A ${side(r.a)} | B ${side(r.b)} | B/A ${ratio(r.b.eventsPerSecond / r.a.eventsPerSecond)} events/s, ${ratio(r.b.mainCpuUs / r.a.mainCpuUs)} CPU an event`;
+}
+
+export function summaryLine(rounds: PairRound[]): string {
+  const s = pairSummary(rounds);
+  const range = (x: Spread) => `${ratio(x.median)} (${x.min.toFixed(3)}–${ratio(x.max)})`;
+  return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}`;
+}
+
+interface Side {
+  engine: BenchEngine;
+  fake: FakeService;
+  db: BenchDatabase;
+  poster: WebhookPoster;
+}
+
+async function startSide(variant: PairOptions['a'], connections: number, cleanup: Cleanup): Promise<Side> {
+  const db = createSqliteDatabase(cleanup);
+  const fake = await startFakeService(cleanup);
+  const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs }, cleanup);
+  const poster = new WebhookPoster(engine.url, connections, 'keep-alive');
+  cleanup.add('close the load generator\'s connections', () => poster.close());
+  return { engine, fake, db, poster };
+}
+
+/** Both engines under their closed loops at once for `seconds`, then until each has done what it acknowledged. */
+async function round(sides: Side[], options: PairOptions, seconds: number, tag: string, first: 0 | 1): Promise<SideFigures[]> {
+  const perSide = Math.ceil(12_000 * seconds);
+  const runs = await Promise.all(sides.map(async (s, i) => {
+    const prefix = runPrefix(`pair_${tag}_${i}`);
+    const events = signedEvents(options.intake ? 'unmatched' : 'matching', prefix, perSide);
+    return { events, arrivals: await s.fake.beginRun(prefix, perSide) };
+  }));
+  const start: CpuSplit[] = sides.map((s) => s.engine.cpuSplit!());
+  const began = performance.now();
+  // Whose clients send first alternates from round to round, so that neither engine is always the first served.
+  const order = first === 0 ? [0, 1] : [1, 0];
+  const loops = order.map((i) => closedLoop(sides[i].poster, runs[i].events, options.connections, seconds * 1000));
+  const inOrder = await Promise.all(loops);
+  const results = order[0] === 0 ? inOrder : [inOrder[1], inOrder[0]];
+  return Promise.all(sides.map(async (s, i) => {
+    const acknowledged = results[i].statuses['202'] ?? 0;
+    const left = options.intake ? () => s.db.waiting() : () => acknowledged - runs[i].arrivals.arrived();
+    const notDone = await drain(left, 30_000, 20);
+    if (notDone > 0) throw new Error(`engine ${i === 0 ? 'A' : 'B'} left ${notDone} events undone 30 s after the round`);
+    const handled = options.intake ? acknowledged : runs[i].arrivals.arrived();
+    const cpu = cpuPerEvent(start[i], s.engine.cpuSplit!(), handled, (performance.now() - began) / 1000);
+    if (cpu === undefined) throw new Error(`engine ${i === 0 ? 'A' : 'B'} handled no event in the round`);
+    return { eventsPerSecond: acknowledged / results[i].seconds, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled };
+  }));
+}
+
+export async function runPair(options: PairOptions, cleanup: Cleanup, say: (line: string) => void): Promise<PairRound[]> {
+  const sides = [await startSide(options.a, options.connections, cleanup), await startSide(options.b, options.connections, cleanup)];
+  say(`A: ${options.a.script} ${options.a.nodeArgs.join(' ')}`.trimEnd());
+  say(`B: ${options.b.script} ${options.b.nodeArgs.join(' ')}`.trimEnd());
+  say(`${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'}, ${options.connections} keep-alive clients each; warming up for ${options.warmUpS} s …`);
+  if (options.warmUpS > 0) await round(sides, options, options.warmUpS, 'warm', 0);
+  const rounds: PairRound[] = [];
+  for (let n = 1; n <= options.rounds; n++) {
+    const [a, b] = await round(sides, options, options.seconds, String(n), n % 2 === 1 ? 0 : 1);
+    rounds.push({ a, b });
+    say(roundLine(n, { a, b }));
+  }
+  say(summaryLine(rounds));
+  return rounds;
+}
+
+function whole(text: string, what: string, least: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < least) throw new Error(`${what} must be a whole number ≥ ${least}, not ${JSON.stringify(text)}`);
+  return n;
+}
+
+export function pairOptions(argv: string[]): PairOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      a: { type: 'string', default: ENGINE_MAIN }, b: { type: 'string', default: ENGINE_MAIN },
+      'a-args': { type: 'string', default: '' }, 'b-args': { type: 'string', default: '' },
+      rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '10' },
+      connections: { type: 'string', default: '16' }, intake: { type: 'boolean', default: false },
+    },
+  });
+  return {
+    a: { script: values.a!, nodeArgs: splitArgs(values['a-args']) },
+    b: { script: values.b!, nodeArgs: splitArgs(values['b-args']) },
+    rounds: whole(values.rounds!, '--rounds', 1),
+    seconds: whole(values.seconds!, '--seconds', 1),
+    warmUpS: whole(values.warmup!, '--warmup', 0),
+    connections: whole(values.connections!, '--connections', 1),
+    intake: values.intake!,
+  };
+}
+
+async function main(): Promise<void> {
+  const options = pairOptions(process.argv.slice(2));
+  const cleanup = new Cleanup();
+  process.once('SIGINT', () => cleanup.interrupt());
+  try {
+    await runPair(options, cleanup, (line) => process.stdout.write(`${line}\n`));
+  } finally {
+    await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
+  }
+}
+
+if (isEntryFile(import.meta.url)) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`bench:pair: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,53 @@
+/**
+ * `npm run bench:pair` (bench/bench-pair.ts) as a person runs it: built into
+ * dist-bench/ by bench/ensure-build.mjs, it starts two real engines (here both
+ * the bundle `npm start` runs, B with a hook of its own preloaded), each with
+ * its own SQLite file and fake service, drives both closed loops at once over
+ * real HTTP, and prints each round and the summary.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BUILT = 'dist/bundle/main.js';
+
+describe('bench:pair', () => {
+  let dir: string;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'bench-pair-'));
+    execFileSync(process.execPath, ['bench/ensure-build.mjs'], { stdio: 'ignore' });
+  }, 300_000);
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs two engines at once, each with its own node options, and prints their figures round by round', () => {
+    // Loaded by B's node alone: each process that loads it leaves a file named after its pid.
+    const hook = join(dir, 'mark.cjs');
+    writeFileSync(hook, `require('node:fs').writeFileSync(${JSON.stringify(dir)} + '/loaded-' + process.pid, '');`);
+    const out = execFileSync(
+      process.execPath,
+      ['dist-bench/bench/bench-pair.js', '--a', BUILT, '--b', BUILT, `--b-args=--require ${hook}`, '--rounds', '2', '--seconds', '1', '--warmup', '0', '--connections', '4'],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    const lines = out.trimEnd().split('\n');
+
+    expect(readdirSync(dir).filter((name) => name.startsWith('loaded-'))).toHaveLength(1);
+    expect(lines.slice(0, 3)).toEqual([`A: ${BUILT}`, `B: ${BUILT} --require ${hook}`, 'end to end (every event matches), 4 keep-alive clients each; warming up for 0 s …']);
+    const rounds = lines.filter((line) => line.startsWith('round '));
+    expect(rounds).toHaveLength(2);
+    const side = /([\d,]+) events\/s, ([\d,]+) µs of main thread an event \((\d+) % of a core\)/g;
+    for (const round of rounds) {
+      const figures = [...round.matchAll(side)].map((m) => m.slice(1, 4).map((n) => Number(n.replace(/,/g, ''))));
+      expect(figures).toHaveLength(2);
+      for (const [eventsPerSecond, cpuUs, busy] of figures) {
+        expect(eventsPerSecond).toBeGreaterThan(0);
+        expect(cpuUs).toBeGreaterThan(0);
+        expect(busy).toBeGreaterThan(0);
+        expect(busy).toBeLessThanOrEqual(105);
+      }
+    }
+    expect(lines.at(-1)).toMatch(/^B against A over 2 round\(s\), median \(range\): events\/s [\d.]+× \([\d.]+–[\d.]+×\), main-thread CPU an event [\d.]+× /);
+  }, 180_000);
+});
