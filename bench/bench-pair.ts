@@ -1,7 +1,7 @@
 /**
  * `npm run bench:pair`: two builds of the engine (or one build under two sets
  * of node options) measured at the same time, side by side, each with its own
- * SQLite database and fake service and half of the load generator's clients,
+ * SQLite database, fake service and closed loop of `--connections` clients,
  * in rounds; it prints, for each round and as the median over the rounds, B's
  * events per second and main-thread CPU per event as ratios to A's.
  *
@@ -13,8 +13,9 @@
  * collector's threads. Two engines running at once share whatever the machine
  * does in each moment, so the ratio of their figures in one round is fair to
  * both, whichever moment it was. They also share the two cores with each other
- * and with the load: each runs slower than it would alone, with fuller batches,
- * so the ratios are those of a saturated machine.
+ * and with the load generator, one process driving both: each runs at a lower
+ * rate than alone (about 2,400 events/s with its main thread some 65 % busy, in
+ * session 43), with smaller batches, so the ratios are those of that load.
  *
  *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
  *                         [--warmup S] [--connections N] [--intake]
