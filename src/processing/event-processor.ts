@@ -23,9 +23,18 @@ import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit } from './event-commit.js';
+import { NoLookups } from './no-lookups.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { debounceKey, throttleKey } from './throttle.js';
 import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
+
+/** What a commit of outcomes decided of the events it let go (EventProcessor.decideLetGo), and what it left to the event loop. */
+export interface LetGoDecided {
+  decided: ClaimedEvent[];
+  rest: ClaimedEvent[];
+  /** The first runs of the decided events' executions. */
+  made: CreatedRun[];
+}
 
 /** What the engine knows of the resources a batch is about: their last version, and which engine action touched them. */
 export interface KnownResources {
@@ -175,27 +184,20 @@ export class EventProcessor {
 
   private async decideAtIntake(sql: Statements, event: FreshEvent, known: KnownResources, now: Date, handOff?: HandOff): Promise<DecidedEvent<CreatedRun> | undefined> {
     try {
+      const here = await this.evaluateHere(event, known, now);
+      if (here === undefined) return undefined;
+      const { envelope, resource, resourceKnown, position, explanation, matched } = here;
       const key = event.resource_key;
-      if (key !== null && this.registry.cancellersOf(event.type).length > 0) return undefined;
-      const envelope = event.envelope ?? (safeJsonParse(event.payload) as EventEnvelope);
-      const resource = resourceOf(envelope, key);
-      const previous = key ? known.snapshots.get(key) : undefined;
-      const position = chainPosition((key && known.provenance.get(key)) || null, now);
-      if (isLoopBlocked(position, this.config.maxChainDepth)) return undefined;
-      const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
-      const lookups = new NoLookups();
-      const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
-      if (lookups.asked) return undefined;
       const committer = this.committer;
       if (matched.length > 0) {
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
         if (handOff === undefined) {
           // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
           // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
-          if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown: previous !== undefined });
+          if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown });
           return undefined;
         }
-        return this.matchedAtIntake(sql, event, envelope, { verdict, resource, resourceKnown: previous !== undefined }, known, now, handOff);
+        return this.matchedAtIntake(sql, event, envelope, { verdict, resource, resourceKnown }, known, now, handOff);
       }
       return {
         status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
@@ -210,6 +212,67 @@ export class EventProcessor {
     } catch {
       return undefined; // the event loop evaluates it, and records what throws there
     }
+  }
+
+  /**
+   * An event evaluated inside a commit, on what that commit sees (`known`): as `prepare` evaluates it, with no lookup.
+   * Undefined where the event loop must evaluate it instead: a condition asked for a lookup (a call to the service has
+   * no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a loop (the loop
+   * logs it and stores an engine event). Throws what the evaluation throws.
+   */
+  private async evaluateHere(event: Pick<FreshEvent, 'type' | 'resource_key' | 'payload' | 'envelope'>, known: KnownResources, now: Date) {
+    const key = event.resource_key;
+    if (key !== null && this.registry.cancellersOf(event.type).length > 0) return undefined;
+    const envelope = event.envelope ?? (safeJsonParse(event.payload) as EventEnvelope);
+    const resource = resourceOf(envelope, key);
+    const previous = key ? known.snapshots.get(key) : undefined;
+    const position = chainPosition((key && known.provenance.get(key)) || null, now);
+    if (isLoopBlocked(position, this.config.maxChainDepth)) return undefined;
+    const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
+    const lookups = new NoLookups();
+    const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
+    if (lookups.asked) return undefined;
+    return { envelope, resource, resourceKnown: previous !== undefined, position, explanation, matched };
+  }
+
+  /**
+   * SQLite: the events that a commit recording action outcomes let go (held behind the creates it ended, or claimed
+   * for the idle loop: workers.ts), decided in that commit as intake's commit decides new ones: evaluated on what the
+   * commit sees (`evaluateHere`) and committed there as the event loop's commit would (`commitAll`), their first runs
+   * leased to `handOff` (whose owner holds the events' leases too) as far as it has room. The event loop then has no
+   * commit of its own to make for them. `rest`: those left to the loop (see `evaluateHere`), and all of them when
+   * anything else throws: what this wrote is rolled back to a savepoint, and the outcomes before it stay in the
+   * commit. A storage fault fails the commit.
+   */
+  async decideLetGo(sql: Statements, claims: ClaimedEvent[], now: string, handOff: HandOff): Promise<LetGoDecided> {
+    await sql.run('SAVEPOINT let_go');
+    try {
+      const known = await this.knownResources(claims, sql);
+      const at = new Date(now);
+      const prepared: PreparedEvent[] = [];
+      const rest: ClaimedEvent[] = [];
+      for (const claim of claims) {
+        const ready = await this.preparedHere(claim, known, at);
+        if (ready === undefined) rest.push(claim);
+        else prepared.push(ready);
+      }
+      const made = await this.committer.commitAll(sql, prepared, handOff.owner, now, handOff);
+      await sql.run('RELEASE let_go');
+      return { decided: prepared.map((p) => p.claim), rest, made };
+    } catch (error) {
+      if (storageFaultOf(error)) throw error;
+      await sql.run('ROLLBACK TO let_go');
+      await sql.run('RELEASE let_go');
+      return { decided: [], rest: claims, made: [] };
+    }
+  }
+
+  private async preparedHere(claim: ClaimedEvent, known: KnownResources, now: Date): Promise<PreparedEvent | undefined> {
+    if (claim.evaluated) return { claim, envelope: claim.envelope, ...claim.evaluated };
+    const here = await this.evaluateHere(claim, known, now);
+    if (here === undefined) return undefined;
+    const { envelope, resource, resourceKnown, position, explanation, matched } = here;
+    return { claim, verdict: { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched }, resource, envelope, resourceKnown };
   }
 
   /**
@@ -318,28 +381,6 @@ function explanationOf({ outcome, ruleId, ruleVersion, matched, conditions, erro
   // An error sits after `conditions` and before `rule`, where the outcome had it.
   if (error !== undefined) return { outcome, ruleId, ruleVersion, matched, conditions, error, rule: rule.id };
   return { outcome, ruleId, ruleVersion, matched, conditions, rule: rule.id };
-}
-
-/** Lookups at intake: none. Asked for one, the evaluation is not used (decideAtIntake). */
-class NoLookups implements Lookups {
-  asked = false;
-
-  private refuse(): Promise<never> {
-    this.asked = true;
-    return Promise.reject(new Error('no lookups while an event is stored'));
-  }
-
-  project(): Promise<unknown> {
-    return this.refuse();
-  }
-
-  user(): Promise<unknown> {
-    return this.refuse();
-  }
-
-  tasks(): Promise<unknown[]> {
-    return this.refuse();
-  }
 }
 
 function resourceOf(envelope: EventEnvelope, resourceKey: string | null): Record<string, unknown> | undefined {

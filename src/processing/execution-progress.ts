@@ -11,7 +11,8 @@
  * records outcomes also claims, for this process's event loop, the events it
  * let go (`handOffTo`), as intake's commit leases the events it stores: the
  * claim query then runs in a transaction that was being made anyway, and the
- * event loop need not claim after every run that ends.
+ * event loop need not claim after every run that ends. On SQLite the same
+ * commit decides them too (workers.ts, EventProcessor.decideLetGo).
  */
 import { Injectable, Logger } from '@nestjs/common';
 import { touchedResource } from '../actions/action-types.js';

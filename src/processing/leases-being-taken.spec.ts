@@ -30,14 +30,28 @@ describe('leases being taken', () => {
   });
 
   it("keeps one of intake's commits at a time: the next one's start ends the last one's, which may have failed untold", () => {
-    leases.intakeStarts();
+    leases.commitStarts('intake');
     clock.advance(1_000);
-    leases.intakeStarts();
+    leases.commitStarts('intake');
     clock.advance(1_000);
     expect(leases.takenBefore()).toBe(start.getTime() + 1_000);
-    leases.intakeEnds();
+    leases.commitEnds('intake');
     expect(leases.takenBefore()).toBe(start.getTime() + 2_000);
-    leases.intakeEnds(); // ended already: nothing changes
+    leases.commitEnds('intake'); // ended already: nothing changes
     expect(leases.takenBefore()).toBe(start.getTime() + 2_000);
+  });
+
+  it("keeps intake's commit and the outcomes' apart: each ends only its own", () => {
+    leases.commitStarts('intake');
+    clock.advance(1_000);
+    leases.commitStarts('outcomes');
+    clock.advance(1_000);
+    leases.commitStarts('outcomes');
+    expect(leases.takenBefore()).toBe(start.getTime());
+    leases.commitEnds('intake');
+    expect(leases.takenBefore()).toBe(start.getTime() + 2_000);
+    leases.commitEnds('outcomes');
+    clock.advance(1_000);
+    expect(leases.takenBefore()).toBe(start.getTime() + 3_000);
   });
 });

@@ -9,10 +9,16 @@ export interface Taking {
   at: number;
 }
 
+/** The commits that run one at a time (each its own GroupCommit). */
+export type SerialCommit = 'intake' | 'outcomes';
+
 export class LeasesBeingTaken {
   private readonly taking = new Set<Taking>();
-  /** Intake's commit under way, which may lease the first runs of the events it decides (one at a time). */
-  private intake: Taking | undefined;
+  /**
+   * The commits under way that run one at a time and may lease the first runs of the events they decide: intake's
+   * (the new events), the outcomes' (the events those let go).
+   */
+  private readonly serial = new Map<SerialCommit, Taking>();
 
   constructor(private readonly clock: Clock) {}
 
@@ -26,15 +32,16 @@ export class LeasesBeingTaken {
     this.taking.delete(taking);
   }
 
-  /** Intake's next commit begins; the one before it ended, or failed (then nothing else said it ended). */
-  intakeStarts(): void {
-    this.intakeEnds();
-    this.intake = this.starts();
+  /** The next commit of the kind begins; the one before it ended, or failed (then nothing else said it ended). */
+  commitStarts(which: SerialCommit): void {
+    this.commitEnds(which);
+    this.serial.set(which, this.starts());
   }
 
-  intakeEnds(): void {
-    if (this.intake !== undefined) this.ends(this.intake);
-    this.intake = undefined;
+  commitEnds(which: SerialCommit): void {
+    const taking = this.serial.get(which);
+    if (taking !== undefined) this.ends(taking);
+    this.serial.delete(which);
   }
 
   /** Every lease this process took before this time (ms) was taken by a claim or commit that has ended. */

@@ -10,12 +10,15 @@
  * the events those let go: the loop's own claim is then for what they had no
  * room for, retries, recovery and the work of other replicas. (Intake leases
  * new resources held behind creates in flight too, and the outcome commits
- * that end those creates let them go: parked-events.ts.)
+ * that end those creates let them go: parked-events.ts.) On SQLite an outcome
+ * commit also decides the events it lets go, as intake's commit decides new
+ * ones (EventProcessor.decideLetGo): the loop gets only what it could not.
  *
- * This is the one catch boundary of processing: any throw while handling one
- * item is logged and recorded on the item as a failed attempt (retried with
- * backoff, failed for good after ACTION_MAX_ATTEMPTS); if even that cannot be
- * written, the item's lease runs out and it is taken again.
+ * This is the one catch boundary of processing (catch-boundary.ts): any throw
+ * while handling one item is logged and recorded on the item as a failed
+ * attempt (retried with backoff, failed for good after ACTION_MAX_ATTEMPTS);
+ * if even that cannot be written, the item's lease runs out and it is taken
+ * again.
  *
  * A storage fault (the database refuses writes: full disk, read-only, I/O
  * error, PostgreSQL unreachable) is not the item's fault: it is neither logged
@@ -31,11 +34,9 @@
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
-import { CLOCK, isoString, type Clock } from '../clock.js';
+import { CLOCK, isoString, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
-import { storageFaultOf } from '../database/storage-faults.js';
-import { StorageUnavailableError } from '../errors.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
 import { ExecutionProgress } from './execution-progress.js';
@@ -45,10 +46,12 @@ import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, HandOff, LoadedExecution, PreparedEvent } from './work.js';
-import { statementsOf } from '../database/statements.js';
+import { statementsOf, type Statements } from '../database/statements.js';
+import type { HandedOver } from '../intake/event-writer.js';
 import { ParkedEvents } from './parked-events.js';
 import { LeasesBeingTaken } from './leases-being-taken.js';
 import { mapLimit } from './map-limit.js';
+import { guarded } from './catch-boundary.js';
 import { allHoldTheirResource, endsItsExecution } from './work-ends.js';
 
 const POLL_MS = 250;
@@ -75,9 +78,6 @@ const MAX_IN_FLIGHT = 256;
 const EMPTY_CLAIM_PAUSE_MS = 10;
 /** While the event loop is ahead of the actions (runs-ahead.ts), it looks again this often. */
 const RUNS_AHEAD_PAUSE_MS = 20;
-function isStorageFault(error: unknown): boolean {
-  return error instanceof StorageUnavailableError || storageFaultOf(error) !== undefined;
-}
 
 @Injectable()
 export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -116,6 +116,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** The event loop sleeps, waiting for work. */
   private eventLoopIdle = false;
   private emptyClaimAt = 0;
+  /** What the outcomes' commit under way decided of the events it let go (SQLite; one commit at a time). */
+  private letGo: { decided: ClaimedEvent[]; made: CreatedRun[] } | undefined;
   /** How many events the event loop's next claim asks for (claimSize). */
   private claimLimit = EVENT_BATCH;
 
@@ -146,7 +148,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete, decided, made) => {
-        this.leasing.intakeEnds();
+        this.leasing.commitEnds('intake');
         // Those stored decided are counted as the event loop counts what it commits.
         if (decided.length > 0) this.replicas.countEvents(this.processor.countDecided(decided));
         if (made.length > 0) this.startCreated(made);
@@ -158,10 +160,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     });
   }
 
-  /** What the commits of outcomes hand over: the events those let go. */
+  /** What the commits of outcomes hand over: the events those let go (SQLite: those they could not decide). */
   private takeFromOutcomes(progress: ExecutionProgress): void {
     progress.handOffTo<ClaimedEvent>({
       lease: async (sql) => {
+        this.letGo = undefined;
         // Only while the loop waits for work (events held behind runs in flight): a busy loop claims whole batches
         // itself, and claims in every outcome commit beside it slowed the drain of a backlog of 200,000 events from
         // 0.95-1.01x of an empty queue's to 0.68-0.82x.
@@ -171,11 +174,18 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         if (!this.running) return { events: [], complete: false };
         // The events held behind creates this commit may have ended go on first; they need no claim.
         const free = this.parked.size > 0 ? await this.queue.goneOn(sql, this.parked.all) : [];
-        if (this.db.kind === 'postgres' || free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return { events: free, complete: false };
+        if (this.db.kind === 'postgres' || free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return this.decideLetGo(sql, { events: free, complete: false });
         const events = await this.queue.claimEventsIn(sql, EVENT_BATCH);
-        return { events, complete: events.length < EVENT_BATCH };
+        return this.decideLetGo(sql, { events, complete: events.length < EVENT_BATCH });
       },
       take: (taken, complete, runs) => {
+        // SQLite: what it decided of them (decideLetGo) is not parked any longer, and their first runs start; once
+        // stopping, the runs it leased are left to the next start (releaseStaleLeases): stop waits for no new ones.
+        const { decided, made } = this.letGo ?? { decided: [], made: [] };
+        this.leasing.commitEnds('outcomes');
+        this.parked.unpark(decided);
+        if (decided.length > 0) this.replicas.countEvents(decided.length);
+        if (this.running) this.startCreated(made);
         // A parked event the loop handed on meanwhile itself (after a commit of its own) is not handed on again.
         const events = this.parked.unpark(taken);
         this.handed.push(...events);
@@ -184,6 +194,20 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         if (events.length > 0 || !complete) this.events.nudge();
       },
     });
+  }
+
+  /**
+   * SQLite: the events an outcomes' commit let go, decided in that commit (EventProcessor.decideLetGo), their first
+   * runs leased to the action loop as far as it has room (what it decided is kept for `take`, once the commit is done);
+   * what it could not decide goes to the event loop as before.
+   */
+  private async decideLetGo(sql: Statements, { events, complete }: HandedOver<ClaimedEvent>): Promise<HandedOver<ClaimedEvent>> {
+    if (events.length === 0 || this.db.kind === 'postgres') return { events, complete };
+    this.leasing.commitStarts('outcomes');
+    const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
+    const { decided, rest, made } = await this.processor.decideLetGo(sql, events, nowIso(this.clock), handOff);
+    this.letGo = { decided, made };
+    return { events: rest, complete };
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -415,7 +439,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    */
   private intakeHandOff(): HandOff | undefined {
     if (!this.running) return undefined;
-    this.leasing.intakeStarts();
+    this.leasing.commitStarts('intake');
     return this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
   }
 
@@ -424,19 +448,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     return work.finally(() => this.inFlight.delete(work));
   }
 
-  private async guard<T>(what: string, work: () => Promise<T>, record?: (error: Error) => Promise<void>): Promise<T | undefined> {
-    try {
-      return await work();
-    } catch (error) {
-      if (isStorageFault(error)) {
-        // Reported once by the database; the item's lease is handed back (events) or runs out (action runs).
-        this.leasesToHandBack = true;
-        return undefined;
-      }
-      this.logger.error(`${what} failed: ${(error as Error).message}`, (error as Error).stack);
-      // If even recording fails (the database is down), the lease runs out and the work is taken again.
-      await record?.(error as Error).catch(() => undefined);
-      return undefined;
-    }
+  /** The catch boundary (catch-boundary.ts): after a storage fault, the leases of work cut short are handed back. */
+  private guard<T>(what: string, work: () => Promise<T>, record?: (error: Error) => Promise<void>): Promise<T | undefined> {
+    return guarded(this.logger, () => (this.leasesToHandBack = true), what, work, record);
   }
 }
