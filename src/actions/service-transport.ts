@@ -39,12 +39,17 @@ export interface ExchangeOptions {
 /** As many connections per origin as actions in flight can use (workers.ts); idle ones kept for the next requests. */
 const dispatcher = new Agent({ connections: 256 });
 
-/** A header of the answer by name, read from undici's raw list (name, value, …) only when asked. */
+/**
+ * A header of the answer by name, read from undici's raw list (name, value, …) only when asked. A name of another
+ * length is passed over without being made a string (three lookups an answer, most of them for headers it lacks).
+ */
 function headerOf(raw: Buffer[]) {
   return (name: string): string | undefined => {
     const wanted = name.toLowerCase();
     const values: string[] = [];
-    for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i].toString('latin1').toLowerCase() === wanted) values.push(raw[i + 1].toString('latin1'));
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      if (raw[i].length === wanted.length && raw[i].toString('latin1').toLowerCase() === wanted) values.push(raw[i + 1].toString('latin1'));
+    }
     return values.length === 0 ? undefined : values.join(', ');
   };
 }
