@@ -174,8 +174,8 @@ async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: Prepa
   };
 }
 
-/** e2e: actions arrived in the window, latencies, when the last one arrived. */
-function joinArrivals(result: ClosedLoopResult, arrivals: Float64Array, windowEnd: number) {
+/** e2e: actions arrived in the window, latencies, when the last one arrived (bench-pair.ts too). */
+export function joinArrivals(result: ClosedLoopResult, arrivals: Float64Array, windowEnd: number) {
   const latencies = new Float64Array(result.sent);
   let n = 0;
   let inWindow = 0;

@@ -24,6 +24,19 @@ describe('bench:pair', () => {
     expect(() => pairSummary([])).toThrow('no round');
   });
 
+  it('prints each engine\'s webhook-to-action p50 and p99 end to end, and sums up B\'s p50 over A\'s', () => {
+    const withLatency = (f: SideFigures, p50: number, p99: number): SideFigures => ({ ...f, latency: { p50, p99 } });
+    const round = { a: withLatency(side(2000, 250), 20.4, 41), b: withLatency(side(2000, 250), 6.25, 33) };
+    expect(roundLine(1, round)).toBe(
+      'round 1: A 2,000 events/s, 250 µs of main thread an event (50 % of a core), p50 / p99 20 / 41 ms | B 2,000 events/s, 250 µs of main thread an event (50 % of a core), p50 / p99 6.3 / 33 ms | B/A 1.000× events/s, 1.000× CPU an event, 0.306× p50',
+    );
+    const rounds = [round, { a: withLatency(side(2000, 250), 20, 40), b: withLatency(side(2000, 250), 10, 30) }];
+    expect(pairSummary(rounds).p50!.max).toBeCloseTo(0.5, 9);
+    expect(summaryLine(rounds)).toMatch(/, webhook-to-action p50 0\.403× \(0\.306–0\.500×\)$/);
+    // Intake has no action to wait for: no latency, and no p50 in the summary.
+    expect(pairSummary([{ a: side(1000, 200), b: side(1000, 200) }]).p50).toBeUndefined();
+  });
+
   it('prints a round and the summary', () => {
     const round = { a: side(2500.4, 263.2), b: side(2400, 270) };
     expect(roundLine(3, round)).toBe(

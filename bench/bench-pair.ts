@@ -3,7 +3,8 @@
  * of node options) measured at the same time, side by side, each with its own
  * SQLite database, fake service and closed loop of `--connections` clients,
  * in rounds; it prints, for each round and as the median over the rounds, B's
- * events per second and main-thread CPU per event as ratios to A's.
+ * events per second and main-thread CPU per event as ratios to A's, and end
+ * to end each engine's webhook-to-action p50 and p99 (and B's p50 over A's).
  *
  * Why: on this shared 2-core machine a closed loop's events/s moves by 15–30 %
  * between runs minutes apart (the reference's as much as the engine's), so a
@@ -15,7 +16,10 @@
  * both, whichever moment it was. They also share the two cores with each other
  * and with the load generator, one process driving both: each runs at a lower
  * rate than alone (about 2,400 events/s with its main thread some 65 % busy, in
- * session 43), with smaller batches, so the ratios are those of that load.
+ * session 43), with smaller batches, so the ratios are those of that load. A
+ * change may show only at saturation (session 44: the held events decided in
+ * the outcomes' commit took the webhook-to-action p50 from 20 to 13–15 ms in
+ * the benchmark's saturated closed loop; here both stayed at 11–12 ms).
  *
  *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
  *                         [--warmup S] [--connections N] [--intake]
@@ -30,7 +34,7 @@
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
 import { Cleanup } from './bench-cleanup.js';
-import { cpuPerEvent } from './bench-closed.js';
+import { cpuPerEvent, joinArrivals } from './bench-closed.js';
 import { createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
 import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
@@ -58,6 +62,8 @@ export interface SideFigures {
   /** The main thread's share of a core over the round and its drain. */
   mainBusy: number;
   handled: number;
+  /** End to end: webhook sent to its action's arrival at the fake service, over the round's events (ms). */
+  latency?: { p50: number; p99: number };
 }
 
 export interface PairRound {
@@ -71,8 +77,8 @@ export interface Spread {
   max: number;
 }
 
-/** B over A in each round, summed up over the rounds: events per second, and main-thread CPU per event. */
-export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread } {
+/** B over A in each round, summed up over the rounds: events per second, main-thread CPU per event, and (end to end) p50. */
+export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; p50?: Spread } {
   if (rounds.length === 0) throw new Error('no round to sum up');
   const spread = (ratios: number[]): Spread => {
     const sorted = [...ratios].sort((x, y) => x - y);
@@ -80,24 +86,30 @@ export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mai
     const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
     return { median, min: sorted[0], max: sorted[sorted.length - 1] };
   };
-  return {
+  const summary = {
     eventsPerSecond: spread(rounds.map((r) => r.b.eventsPerSecond / r.a.eventsPerSecond)),
     mainCpu: spread(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
   };
+  if (!rounds.every((r) => r.a.latency && r.b.latency)) return summary;
+  return { ...summary, p50: spread(rounds.map((r) => r.b.latency!.p50 / r.a.latency!.p50)) };
 }
 
 const count = (n: number) => Math.round(n).toLocaleString('en-US');
 const ratio = (x: number) => `${x.toFixed(3)}×`;
-const side = (f: SideFigures) => `${count(f.eventsPerSecond)} events/s, ${count(f.mainCpuUs)} µs of main thread an event (${Math.round(f.mainBusy * 100)} % of a core)`;
+const ms = (x: number) => (x < 10 ? x.toFixed(1) : count(x));
+const latency = (f: SideFigures) => (f.latency ? `, p50 / p99 ${ms(f.latency.p50)} / ${ms(f.latency.p99)} ms` : '');
+const side = (f: SideFigures) => `${count(f.eventsPerSecond)} events/s, ${count(f.mainCpuUs)} µs of main thread an event (${Math.round(f.mainBusy * 100)} % of a core)${latency(f)}`;
 
 export function roundLine(n: number, r: PairRound): string {
-  return `round ${n}: A ${side(r.a)} | B ${side(r.b)} | B/A ${ratio(r.b.eventsPerSecond / r.a.eventsPerSecond)} events/s, ${ratio(r.b.mainCpuUs / r.a.mainCpuUs)} CPU an event`;
+  const p50 = r.a.latency && r.b.latency ? `, ${ratio(r.b.latency.p50 / r.a.latency.p50)} p50` : '';
+  return `round ${n}: A ${side(r.a)} | B ${side(r.b)} | B/A ${ratio(r.b.eventsPerSecond / r.a.eventsPerSecond)} events/s, ${ratio(r.b.mainCpuUs / r.a.mainCpuUs)} CPU an event${p50}`;
 }
 
 export function summaryLine(rounds: PairRound[]): string {
   const s = pairSummary(rounds);
   const range = (x: Spread) => `${ratio(x.median)} (${x.min.toFixed(3)}–${ratio(x.max)})`;
-  return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}`;
+  const p50 = s.p50 ? `, webhook-to-action p50 ${range(s.p50)}` : '';
+  return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}${p50}`;
 }
 
 interface Side {
@@ -139,7 +151,12 @@ async function round(sides: Side[], options: PairOptions, seconds: number, tag: 
     const handled = options.intake ? acknowledged : runs[i].arrivals.arrived();
     const cpu = cpuPerEvent(start[i], s.engine.cpuSplit!(), handled, (performance.now() - began) / 1000);
     if (cpu === undefined) throw new Error(`engine ${i === 0 ? 'A' : 'B'} handled no event in the round`);
-    return { eventsPerSecond: acknowledged / results[i].seconds, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled };
+    const figures: SideFigures = { eventsPerSecond: acknowledged / results[i].seconds, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled };
+    if (!options.intake) {
+      const { p50, p99 } = joinArrivals(results[i], runs[i].arrivals.arrivals, Infinity).latencyMs;
+      figures.latency = { p50, p99 };
+    }
+    return figures;
   }));
 }
 

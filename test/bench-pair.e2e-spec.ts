@@ -47,7 +47,14 @@ describe('bench:pair', () => {
         expect(busy).toBeGreaterThan(0);
         expect(busy).toBeLessThanOrEqual(105);
       }
+      // Each engine's webhook-to-action latency, from its own fake service's arrivals: p50 no more than p99.
+      const latencies = [...round.matchAll(/p50 \/ p99 ([\d.,]+) \/ ([\d.,]+) ms/g)].map((m) => [Number(m[1].replace(/,/g, '')), Number(m[2].replace(/,/g, ''))]);
+      expect(latencies).toHaveLength(2);
+      for (const [p50, p99] of latencies) {
+        expect(p50).toBeGreaterThan(0);
+        expect(p99).toBeGreaterThanOrEqual(p50);
+      }
     }
-    expect(lines.at(-1)).toMatch(/^B against A over 2 round\(s\), median \(range\): events\/s [\d.]+× \([\d.]+–[\d.]+×\), main-thread CPU an event [\d.]+× /);
+    expect(lines.at(-1)).toMatch(/^B against A over 2 round\(s\), median \(range\): events\/s [\d.]+× \([\d.]+–[\d.]+×\), main-thread CPU an event [\d.]+× .*, webhook-to-action p50 [\d.]+× /);
   }, 180_000);
 });
