@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { createApp, stopApp } from './app.js';
 import { ConfigError, type EngineConfig, loadConfig } from './config/config.js';
 import { databaseKind } from './database/data-source.js';
-import { boundHeapGrowth } from './config/heap-growth.js';
+import { boundHeapGrowth, youngGenerationNote } from './config/heap-growth.js';
 
 function readConfig(): EngineConfig {
   try {
@@ -31,6 +31,8 @@ async function main(): Promise<void> {
     service: config.serviceApiUrl,
     webhooks: config.webhookSecrets.length > 0 ? 'verified' : 'disabled (WEBHOOK_SECRET not set)',
   });
+  const note = youngGenerationNote();
+  if (note !== undefined) logger.warn({ msg: note });
   if (config.adminTokenGenerated) {
     // Written past the logger on purpose: the logger would redact it, and this is the one time it is shown.
     process.stdout.write(`\nADMIN_TOKEN was not set; this run's admin token is:\n  ${config.adminToken}\n\n`);
