@@ -3,17 +3,17 @@
  * claim could find something it unblocked, so that a loop is woken only when it can.
  */
 import { isStep } from '../rules/rule.types.js';
-import type { ClaimedActionRun, CreatedRun, LoadedExecution, PreparedEvent } from './work.js';
+import type { ClaimedActionRun, ClaimedEvent, CreatedRun, LoadedExecution } from './work.js';
 
 /**
  * Whether every committed event about a resource left a run on it: the next
  * event about that resource then waits for the run to end (which nudges the
  * event loop), so nothing the commit unblocked is claimable yet.
  */
-export function allHoldTheirResource(prepared: PreparedEvent[], created: CreatedRun[]): boolean {
+export function allHoldTheirResource(committed: Array<Pick<ClaimedEvent, 'resource_key' | 'seq'>>, created: CreatedRun[]): boolean {
   const held = new Set<number>();
   for (const { run } of created) if (run.resource_key !== null) held.add(run.event_seq);
-  return prepared.every(({ claim }) => claim.resource_key === null || held.has(claim.seq));
+  return committed.every((claim) => claim.resource_key === null || held.has(claim.seq));
 }
 
 /** A plain action that was its execution's last entry, and ended: its outcome's commit queued no further run. */

@@ -191,7 +191,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         this.handed.push(...events);
         if (events.length > 0) this.handedArrival.nudge();
         if (complete) for (const run of runs) this.claimedAfter.add(run);
-        if (events.length > 0 || !complete) this.events.nudge();
+        // A decided event that left no run on its resource lets the next one about it go: a claim may find it.
+        if (events.length > 0 || !complete || !allHoldTheirResource(decided, made)) this.events.nudge();
       },
     });
   }
@@ -358,7 +359,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       return true;
     }
     this.replicas.countEvents(prepared.length);
-    return full || this.handed.length > 0 || prepared.length < claims.length || !allHoldTheirResource(prepared, created);
+    return full || this.handed.length > 0 || prepared.length < claims.length || !allHoldTheirResource(prepared.map((p) => p.claim), created);
   }
 
   private async processEvent(claim: ClaimedEvent): Promise<void> {
