@@ -29,9 +29,15 @@ import { setFlagsFromString } from 'node:v8';
 export const HEAP_GROWING_PERCENT = 25;
 export const HEAP_GROWTH_FLAG = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
 
+/** Whether node was started with the V8 option `name` (as `heap-growing-percent`), in either spelling (`-` or `_`). */
+function givenToNode(execArgv: readonly string[], name: string): boolean {
+  const option = new RegExp(`^--${name.replace(/-/g, '[-_]')}(=|$)`);
+  return execArgv.some((arg) => option.test(arg));
+}
+
 /** Whether node was started with its own `--heap-growing-percent` (either spelling). */
 export function heapGrowthSetByUser(execArgv: readonly string[]): boolean {
-  return execArgv.some((arg) => /^--heap[-_]growing[-_]percent(=|$)/.test(arg));
+  return givenToNode(execArgv, 'heap-growing-percent');
 }
 
 /** Sets the engine's heap growth unless node was started with one; returns whether it did. */
@@ -46,6 +52,6 @@ export const ENGINE_NODE_OPTIONS: readonly string[] = ['--max-semi-space-size=8'
 
 /** A note for the start-up log when node was started without a bound on its young generation (either spelling). */
 export function youngGenerationNote(execArgv: readonly string[] = process.execArgv): string | undefined {
-  if (execArgv.some((arg) => /^--max[-_]semi[-_]space[-_]size(=|$)/.test(arg))) return undefined;
+  if (givenToNode(execArgv, 'max-semi-space-size')) return undefined;
   return `node was started without ${ENGINE_NODE_OPTIONS.join(' ')} (npm start passes it): peak memory under load is about 15 MB higher (README, Performance: Memory)`;
 }
