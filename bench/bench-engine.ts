@@ -16,7 +16,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { ENGINE_NODE_OPTIONS } from '../src/config/heap-growth.js';
+import { engineNodeOptions } from '../src/config/heap-growth.js';
 import { engineEnv, rulesDir, spawnEngine, startEngine as startTestEngine } from '../test/support/engine.js';
 import { freePort } from '../test/support/ports.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -240,8 +240,8 @@ export function splitArgs(text: string | undefined): string[] {
 }
 
 function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEngine> {
-  // As `npm start` runs it; options given after these (BENCH_ENGINE_NODE_ARGS, bench:pair's) win.
-  const nodeArgs = [...ENGINE_NODE_OPTIONS, ...(settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [])];
+  // As `npm start` runs it for its database; options given after these (BENCH_ENGINE_NODE_ARGS, bench:pair's) win.
+  const nodeArgs = [...engineNodeOptions(settings.databaseUrl), ...(settings.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${settings.profileDir}`] : [])];
   // Options for the engine's node alone (V8 flags, a --require hook), not for the reference or the load generator.
   nodeArgs.push(...(settings.nodeArgs ?? splitArgs(process.env.BENCH_ENGINE_NODE_ARGS)));
   const env = benchEnv(settings, settings.rulesDir ?? writeRules(cleanup));

@@ -58,7 +58,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
 import { functionsReport } from './bench-functions.js';
-import { ENGINE_NODE_OPTIONS } from '../src/config/heap-growth.js';
+import { engineNodeOptions } from '../src/config/heap-growth.js';
 
 // better-sqlite3 ships no types here; this is the little of it the count of waiting events uses.
 const SqliteDatabase = createRequire(import.meta.url)('better-sqlite3') as new (file: string, options: { readonly: boolean }) => {
@@ -197,8 +197,8 @@ export async function countInstructions(options: Options, cleanup: Cleanup): Pro
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const file = join(folder, 'engine.sqlite');
     const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${file}`, serviceUrl: fake.url }, writeRules(cleanup, [options.elsewhere ? BENCH_RULE_ELSEWHERE : BENCH_RULE])));
-    // As `npm start` runs it (heap-growth.ts ENGINE_NODE_OPTIONS).
-    counts.push(await measure('engine', { script: options.bundle, env, nodeArgs: [...ENGINE_NODE_OPTIONS], readyPath: '/health/ready', waiting: () => waitingIn(file) }, fake, options, cleanup));
+    // As `npm start` runs it (heap-growth.ts engineNodeOptions).
+    counts.push(await measure('engine', { script: options.bundle, env, nodeArgs: [...engineNodeOptions(env.DATABASE_URL)], readyPath: '/health/ready', waiting: () => waitingIn(file) }, fake, options, cleanup));
   }
   return counts;
 }

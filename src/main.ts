@@ -31,7 +31,7 @@ async function main(): Promise<void> {
     service: config.serviceApiUrl,
     webhooks: config.webhookSecrets.length > 0 ? 'verified' : 'disabled (WEBHOOK_SECRET not set)',
   });
-  const note = youngGenerationNote();
+  const note = youngGenerationNote(config.databaseUrl);
   if (note !== undefined) logger.warn({ msg: note });
   if (config.adminTokenGenerated) {
     // Written past the logger on purpose: the logger would redact it, and this is the one time it is shown.

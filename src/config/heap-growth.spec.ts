@@ -1,6 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { boundHeapGrowth, ENGINE_NODE_OPTIONS, HEAP_GROWTH_FLAG, heapGrowthSetByUser, youngGenerationNote } from './heap-growth.js';
+import { boundHeapGrowth, engineNodeOptions, HEAP_GROWTH_FLAG, heapGrowthSetByUser, youngGenerationNote } from './heap-growth.js';
 
 /**
  * A process that keeps some live heap and promotes garbage into the old space (a ring of objects replaced while
@@ -49,12 +48,19 @@ describe('heap growth', () => {
 });
 
 describe('young generation', () => {
-  it('is bounded by the options npm start gives node', () => {
-    const { scripts } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
-    expect(scripts.start).toContain(`node ${ENGINE_NODE_OPTIONS.join(' ')} dist/bundle/main.js`);
+  const SQLITE = 'sqlite:./data/engine.sqlite';
+  const POSTGRES = 'postgres://engine@db:5432/engine';
+
+  it('is bounded to 8 MB a semi-space on SQLite and 16 MB on PostgreSQL, blank or unset being SQLite', () => {
+    expect(engineNodeOptions(SQLITE)).toEqual(['--max-semi-space-size=8']);
+    expect(engineNodeOptions('sqlite::memory:')).toEqual(['--max-semi-space-size=8']);
+    expect(engineNodeOptions(undefined)).toEqual(['--max-semi-space-size=8']);
+    expect(engineNodeOptions('  ')).toEqual(['--max-semi-space-size=8']);
+    expect(engineNodeOptions(POSTGRES)).toEqual(['--max-semi-space-size=16']);
+    expect(engineNodeOptions(' postgresql://engine@db/engine ')).toEqual(['--max-semi-space-size=16']);
   });
 
-  it('is at most 8 MB a semi-space in a node started with them, 16 MB without', () => {
+  it('is at most 8 MB a semi-space in a node started with the options for SQLite, 16 MB with those for PostgreSQL', () => {
     const newSpaceMb = (options: readonly string[]) => {
       const script = `let keep = [];
         for (let i = 0; i < 3e6; i++) { keep.push({ a: i, b: 'x' + i }); if (keep.length > 20000) keep = []; }
@@ -63,13 +69,16 @@ describe('young generation', () => {
       if (child.status !== 0) throw new Error(`workload failed: ${child.stderr}`);
       return Number(child.stdout);
     };
-    expect(newSpaceMb(ENGINE_NODE_OPTIONS)).toBeLessThanOrEqual(16);
-    expect(newSpaceMb([])).toBeGreaterThan(16);
+    expect(newSpaceMb(engineNodeOptions(SQLITE))).toBeLessThanOrEqual(16);
+    const postgres = newSpaceMb(engineNodeOptions(POSTGRES));
+    expect(postgres).toBeGreaterThan(16);
+    expect(postgres).toBeLessThanOrEqual(32);
   });
 
-  it('says at start when node was started without a bound on it', () => {
-    expect(youngGenerationNote([])).toMatch(/^node was started without --max-semi-space-size=8 \(npm start passes it\)/);
-    expect(youngGenerationNote(['--enable-source-maps', ...ENGINE_NODE_OPTIONS])).toBeUndefined();
-    expect(youngGenerationNote(['--max_semi_space_size=32'])).toBeUndefined();
+  it('says at start when node was started without a bound on it, naming the one for its database', () => {
+    expect(youngGenerationNote(SQLITE, [])).toMatch(/^node was started without --max-semi-space-size=8 \(npm start passes it for this database\)/);
+    expect(youngGenerationNote(POSTGRES, [])).toMatch(/^node was started without --max-semi-space-size=16 /);
+    expect(youngGenerationNote(SQLITE, ['--enable-source-maps', ...engineNodeOptions(SQLITE)])).toBeUndefined();
+    expect(youngGenerationNote(POSTGRES, ['--max_semi_space_size=32'])).toBeUndefined();
   });
 });

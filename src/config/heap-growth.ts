@@ -16,15 +16,25 @@
  * who starts node with `--heap-growing-percent` keeps their own value.
  *
  * The young generation is the other part of the peak: V8 grows each of its two
- * semi-spaces up to 16 MB under the engine's allocation rate. At 8 MB the peak
- * RSS under load is about 15 MB lower (session 44: 168–169 MB end to end
- * against 183–184, 188–189 MB in the open loop that falls behind against
- * 204–206) for about 1 % more CPU an event. That size is read only when the
- * heap is set up, so it cannot be set from here: `npm start` (and the
- * benchmark) start node with ENGINE_NODE_OPTIONS, and the engine says so at
- * start when it was started without them (`youngGenerationNote`).
+ * semi-spaces up to 16 MB under the engine's allocation rate. On SQLite, at 8
+ * MB the peak RSS under load is about 15 MB lower (session 44: 168–169 MB end
+ * to end against 183–184, 188–189 MB in the open loop that falls behind
+ * against 204–206) for about 1 % more CPU an event. On PostgreSQL the same
+ * bound costs about a tenth of the throughput (session 45, closed loop, runs in
+ * turn: 2,490 events/s on average over nine runs at 8 MB against 2,786 over six
+ * at 16; the collector's threads 63–81 µs an event against 46–52): an event's
+ * objects live across the server's round trips (webhook to action about 50 ms
+ * against 14 on SQLite), so a young generation half the size is collected twice
+ * as often with as much to copy each time, and promotes more to the old space
+ * for the major collections. There it stays at 16 MB (peak RSS 166–175 MB).
+ * That size is read only when the heap is set up, so it cannot be set here:
+ * `npm start` (and the tests and the benchmark) start node with the options
+ * `engineNodeOptions` gives for the database (scripts/node-options.mjs prints
+ * them for `npm start`), and the engine says so at start when it was started
+ * without them (`youngGenerationNote`).
  */
 import { setFlagsFromString } from 'node:v8';
+import { databaseKind, type DatabaseKind } from './database-kind.js';
 
 export const HEAP_GROWING_PERCENT = 25;
 export const HEAP_GROWTH_FLAG = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
@@ -47,11 +57,21 @@ export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv):
   return true;
 }
 
-/** The options `npm start` gives node (package.json; heap-growth.spec.ts holds the two together). */
-export const ENGINE_NODE_OPTIONS: readonly string[] = ['--max-semi-space-size=8'];
+/** Each semi-space of the young generation at most, in MB, by database (see above). */
+const SEMI_SPACE_MB: Record<DatabaseKind, number> = { sqlite: 8, postgres: 16 };
 
-/** A note for the start-up log when node was started without a bound on its young generation (either spelling). */
-export function youngGenerationNote(execArgv: readonly string[] = process.execArgv): string | undefined {
+/**
+ * The options `npm start` gives node for the database `databaseUrl` names (DATABASE_URL as the engine reads it: blank
+ * or unset is SQLite): scripts/node-options.mjs prints them, and heap-growth.spec.ts holds it and package.json together.
+ */
+export function engineNodeOptions(databaseUrl: string | undefined): readonly string[] {
+  const url = databaseUrl?.trim() ?? '';
+  return [`--max-semi-space-size=${SEMI_SPACE_MB[databaseKind(url)]}`];
+}
+
+/** A warning for the log when node was started without a bound on the young generation (undefined: it was given one). */
+export function youngGenerationNote(databaseUrl: string, execArgv: readonly string[] = process.execArgv): string | undefined {
   if (givenToNode(execArgv, 'max-semi-space-size')) return undefined;
-  return `node was started without ${ENGINE_NODE_OPTIONS.join(' ')} (npm start passes it): peak memory under load is about 15 MB higher (README, Performance: Memory)`;
+  const options = engineNodeOptions(databaseUrl).join(' ');
+  return `node was started without ${options} (npm start passes it for this database): peak memory or CPU under load is higher (README, Performance: Memory)`;
 }

@@ -6,6 +6,7 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
+import { databaseKind, type DatabaseKind } from '../config/database-kind.js';
 import { ActionRunEntity } from './action-run.entity.js';
 import { EventEntity } from './event.entity.js';
 import { ExecutionEntity } from './execution.entity.js';
@@ -67,11 +68,7 @@ export const MIGRATIONS = [
   SqliteListsNewestFirst1766300000000,
 ];
 
-export type DatabaseKind = 'sqlite' | 'postgres';
-
-export function databaseKind(url: string): DatabaseKind {
-  return url.startsWith('postgres') ? 'postgres' : 'sqlite';
-}
+export { databaseKind, type DatabaseKind };
 
 export function dataSourceOptions(url: string): DataSourceOptions {
   const common = { entities: ENTITIES, migrations: MIGRATIONS, migrationsRun: true, logging: false } as const;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { createApp, stopApp } from '../../src/app.js';
 import { loadConfig, type EngineConfig } from '../../src/config/config.js';
-import { ENGINE_NODE_OPTIONS } from '../../src/config/heap-growth.js';
+import { engineNodeOptions } from '../../src/config/heap-growth.js';
 import { JsonLogger, Redactor } from '../../src/observability/json-logger.js';
 import { secretsOf } from '../../src/config/config.js';
 import { watchLog, watchSecret } from './secret-watch.js';
@@ -87,7 +87,7 @@ export interface EngineProcess {
 export interface SpawnOptions {
   /** The engine's entry file; `dist/bundle/main.js` (the shipped build, what `npm start` runs) unless told. */
   script?: string;
-  /** Node flags before the script (e.g. `--cpu-prof`); unless given, those `npm start` gives it (ENGINE_NODE_OPTIONS). */
+  /** Node flags before the script (e.g. `--cpu-prof`); unless given, those `npm start` gives it for its database (engineNodeOptions). */
   nodeArgs?: string[];
   /** Called with the child at once, before it answers: to register it for clean-up. */
   onSpawn?(child: ChildProcess): void;
@@ -120,8 +120,9 @@ const ENGINE_MAIN = 'dist/bundle/main.js';
 export async function spawnEngine(env: Record<string, string | undefined>, port: number, options: SpawnOptions = {}): Promise<EngineProcess> {
   const script = options.script ?? ENGINE_MAIN;
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first (npm test does)`);
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? ENGINE_NODE_OPTIONS), script], {
-    env: { ...process.env, ...engineEnv(env), PORT: String(port) } as NodeJS.ProcessEnv,
+  const processEnv = { ...process.env, ...engineEnv(env), PORT: String(port) } as NodeJS.ProcessEnv;
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? engineNodeOptions(processEnv.DATABASE_URL)), script], {
+    env: processEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   options.onSpawn?.(child);
