@@ -22,7 +22,7 @@
  * against 204–206) for about 1 % more CPU an event. On PostgreSQL the same
  * bound costs about a tenth of the throughput (session 45, closed loop, runs in
  * turn: 2,490 events/s on average over nine runs at 8 MB against 2,786 over six
- * at 16; the collector's threads 63–81 µs an event against 46–52): an event's
+ * at 16; the collector's threads 57–81 µs an event against 46–52): an event's
  * objects live across the server's round trips (webhook to action about 50 ms
  * against 14 on SQLite), so a young generation half the size is collected twice
  * as often with as much to copy each time, and promotes more to the old space
