@@ -34,7 +34,11 @@ function stop(npm: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (npm.exitCode !== null || npm.signalCode !== null) return resolve();
     npm.once('exit', () => resolve());
-    process.kill(-npm.pid!, 'SIGTERM');
+    try {
+      process.kill(-npm.pid!, 'SIGTERM');
+    } catch {
+      resolve(); // the group is gone already
+    }
   });
 }
 

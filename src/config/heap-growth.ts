@@ -62,7 +62,8 @@ const SEMI_SPACE_MB: Record<DatabaseKind, number> = { sqlite: 8, postgres: 16 };
 
 /**
  * The options `npm start` gives node for the database `databaseUrl` names (DATABASE_URL as the engine reads it: blank
- * or unset is SQLite): scripts/node-options.mjs prints them, and heap-growth.spec.ts holds it and package.json together.
+ * or unset is SQLite): scripts/node-options.mjs prints them for package.json's start line, and test/npm-start.e2e-spec.ts
+ * checks that the engine `npm start` runs gets them.
  */
 export function engineNodeOptions(databaseUrl: string | undefined): readonly string[] {
   const url = databaseUrl?.trim() ?? '';
