@@ -15,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { kindOf, toDialect } from './sql.js';
+import { pgParameter } from './pg-parameters.js';
 
 export interface Statements {
   /** Rows of a SELECT, or of a write's RETURNING. */
@@ -144,7 +145,7 @@ export function corkThisTick(session: object): void {
 function pgStatements(client: PgQueryable): Statements {
   const query = (sql: string, params: readonly unknown[]) => {
     corkThisTick(client);
-    return client.query({ ...pgStatement(sql), values: params.map((value) => (value === undefined ? null : value)) });
+    return client.query({ ...pgStatement(sql), values: params.map(pgParameter) });
   };
   return {
     async rows<T>(sql: string, params: readonly unknown[] = []) {
