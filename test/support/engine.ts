@@ -120,7 +120,8 @@ const ENGINE_MAIN = 'dist/bundle/main.js';
 export async function spawnEngine(env: Record<string, string | undefined>, port: number, options: SpawnOptions = {}): Promise<EngineProcess> {
   const script = options.script ?? ENGINE_MAIN;
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first (npm test does)`);
-  const processEnv = { ...process.env, ...engineEnv(env), PORT: String(port) } as NodeJS.ProcessEnv;
+  const childEnv = engineEnv(env);
+  const processEnv = { ...process.env, ...childEnv, PORT: String(port) } as NodeJS.ProcessEnv;
   const child = spawn(process.execPath, [...(options.nodeArgs ?? engineNodeOptions(processEnv.DATABASE_URL)), script], {
     env: processEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -128,7 +129,6 @@ export async function spawnEngine(env: Record<string, string | undefined>, port:
   options.onSpawn?.(child);
   const output: string[] = [];
   const url = `http://127.0.0.1:${port}`;
-  const childEnv = engineEnv(env);
   for (const name of ['WEBHOOK_SECRET', 'SERVICE_API_KEY', 'ADMIN_TOKEN']) {
     for (const secret of (childEnv[name] ?? '').split(',')) watchSecret(secret.trim(), `${name} of an engine process`);
   }
