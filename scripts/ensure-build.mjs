@@ -3,9 +3,14 @@
 // older than dist/, and the console (dist-console/) when it is missing or
 // older than console/, so
 // `npm start` and the other commands work on a fresh clone and after an edit.
+// `buildsNeeded` says what it would build, for a test that must not rebuild
+// dist/ under the suites running beside it (test/npm-start.e2e-spec.ts).
 import { execSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildEngineBundle, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } from './build-engine.mjs';
+import { buildConsole, consoleBuildNeeded } from './build-console.mjs';
 
 function newest(dir) {
   let latest = 0;
@@ -16,18 +21,31 @@ function newest(dir) {
   return latest;
 }
 
-const built = existsSync('dist/main.js') ? statSync('dist/main.js').mtimeMs : 0;
-if (built < Math.max(newest('src'), statSync('tsconfig.json').mtimeMs)) {
-  process.stderr.write('building dist/ …\n');
-  execSync('npx nest build', { stdio: 'inherit' });
+function distBuildNeeded() {
+  const built = existsSync('dist/main.js') ? statSync('dist/main.js').mtimeMs : 0;
+  return built < Math.max(newest('src'), statSync('tsconfig.json').mtimeMs);
 }
-const { buildEngineBundle, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } = await import('./build-engine.mjs');
-if (engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) {
-  process.stderr.write('bundling dist/bundle/main.js …\n');
-  await buildEngineBundle(ENGINE_ENTRY, ENGINE_BUNDLE);
+
+/** What a run would build, in order: `dist/`, `dist/bundle/main.js`, `dist-console/` (none: all up to date). */
+export function buildsNeeded() {
+  const needed = [];
+  if (distBuildNeeded()) needed.push('dist/', 'dist/bundle/main.js');
+  else if (engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) needed.push('dist/bundle/main.js');
+  if (consoleBuildNeeded()) needed.push('dist-console/');
+  return needed;
 }
-const { buildConsole, consoleBuildNeeded } = await import('./build-console.mjs');
-if (consoleBuildNeeded()) {
-  process.stderr.write('building dist-console/ …\n');
-  await buildConsole();
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (distBuildNeeded()) {
+    process.stderr.write('building dist/ …\n');
+    execSync('npx nest build', { stdio: 'inherit' });
+  }
+  if (engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) {
+    process.stderr.write('bundling dist/bundle/main.js …\n');
+    await buildEngineBundle(ENGINE_ENTRY, ENGINE_BUNDLE);
+  }
+  if (consoleBuildNeeded()) {
+    process.stderr.write('building dist-console/ …\n');
+    await buildConsole();
+  }
 }

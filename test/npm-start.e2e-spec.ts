@@ -45,6 +45,10 @@ function stop(npm: ChildProcess): Promise<void> {
 describe('npm start', () => {
   let kinds: DatabaseKindUnderTest[] = [];
   beforeAll(async () => {
+    // npm start builds what is out of date: here that would rewrite dist/ under the suites running beside this one.
+    const { buildsNeeded } = (await import('../scripts/ensure-build.mjs' as string)) as { buildsNeeded(): string[] };
+    const stale = buildsNeeded();
+    if (stale.length > 0) throw new Error(`${stale.join(', ')} out of date: run \`npm run build\` first (npm test does)`);
     kinds = await databasesUnderTest('npm start');
   });
 
