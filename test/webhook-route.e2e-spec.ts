@@ -58,6 +58,18 @@ describe.each(kinds)('POST /webhooks answered in front of Nest on $name', (kind)
     expect(fast.etag).toBeNull();
   }, SLOW);
 
+  it('writes an id that JSON must escape as the controller does', async () => {
+    const id = `evt "quoted" \\ back\tslash \u2028 ü ${Date.now()}`;
+    const event = JSON.stringify({ ...aTaskEvent('task.updated'), id });
+    const signature = signBody(event, TEST_SECRET);
+    const first = await post(`${engine().url}/webhooks`, event, { 'X-Service-Signature': signature });
+    expect(first.status).toBe(202);
+    expect(JSON.parse(first.body)).toEqual({ id, status: 'accepted' });
+    expect(first.body).toBe(JSON.stringify({ id, status: 'accepted' }));
+    const [fast, nest] = await both(event, { 'X-Service-Signature': signature });
+    expect(compared(fast)).toEqual(compared(nest));
+  }, SLOW);
+
   it.each([
     ['no signature', {}, 401],
     ['a wrong signature', { 'X-Service-Signature': `sha256=${'0'.repeat(64)}` }, 401],

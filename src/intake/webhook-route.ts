@@ -47,8 +47,9 @@ async function receiveWebhook(intake: IntakeService, maxBytes: number, req: Inco
   try {
     intake.assertReady();
     const rawBody = await readBody(req, maxBytes);
-    const result = await intake.receiveWebhook(rawBody, req.headers['x-service-signature'] as string | undefined);
-    answer(res, result.status === 'duplicate' ? 200 : 202, result);
+    const { id, status } = await intake.receiveWebhook(rawBody, req.headers['x-service-signature'] as string | undefined);
+    // `{ id, status }` as JSON.stringify writes it: only the id needs escaping (a third of the cost of the object's).
+    answerText(res, status === 'duplicate' ? 200 : 202, `{"id":${JSON.stringify(id)},"status":"${status}"}`);
   } catch (error) {
     answerError(res, error);
   }
@@ -73,7 +74,10 @@ function answerError(res: ServerResponse, error: unknown): void {
  * kept, the answer's own given to `writeHead` as one list (node:http checks and stores each `setHeader` apart).
  */
 function answer(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
+  answerText(res, status, JSON.stringify(body));
+}
+
+function answerText(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, ['Content-Type', 'application/json; charset=utf-8', 'Content-Length', String(Buffer.byteLength(text))]);
   res.end(text);
 }
