@@ -50,8 +50,9 @@ const MAX_KEYS = 16;
 const keys = new Map<string, KeyObject>();
 
 /**
- * The secret as a KeyObject, made once: `createHmac` given the secret's text imports it as a key on every call, about
- * 7,700 instructions of a webhook's 300,000 on intake (callgrind), and given the KeyObject it does not.
+ * The secret as a KeyObject, made once: `createHmac` given the secret's text imports it as a key on every call, and
+ * given the KeyObject it does not (callgrind: 7,700 instructions fewer a call in a loop of HMACs; on intake under
+ * load, 2,200 fewer of a webhook's 300,000 on the main thread).
  */
 function keyOf(secret: string): KeyObject {
   let key = keys.get(secret);
