@@ -27,7 +27,7 @@
  * one thread the engine's throughput depends on; the others are V8's
  * compilers and garbage collector and libuv's pool).
  *
- *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep] [--functions N] [--elsewhere]
+ *   npm run bench:instructions [-- --events N] [--warmup N] [--bundle FILE] [--only engine|reference] [--intake] [--keep] [--functions N] [--elsewhere] [--postgres]
  *
  * `--bundle` measures another build of the engine in place of the current
  * one: a copy of dist-bench/bundle/main.js made before a change, put two
@@ -39,8 +39,14 @@
  * `--perf-basic-prof` map, bench-functions.ts) and prints the main thread's
  * top N functions, self and inclusive. `--elsewhere` loads the engine's rule
  * with its follow-ups created in another project (BENCH_RULE_ELSEWHERE), so
- * that no event waits behind the creates in flight in its own. About two
- * minutes per system for the defaults.
+ * that no event waits behind the creates in flight in its own. `--postgres`
+ * runs the engine on PostgreSQL instead (BENCH_POSTGRES_URL, by default the
+ * local server's `test`; a database of its own, dropped after), and reports
+ * beside its instructions the CPU time its backends used per counted event:
+ * time, not instructions (the server runs outside valgrind), but taken while
+ * the machine is nearly idle (the engine under valgrind sends slowly), so
+ * steadier than the closed loops' figures. About two minutes per system for
+ * the defaults.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -57,7 +63,9 @@ import { BENCH_RULE, BENCH_RULE_ELSEWHERE, benchEnv, ENGINE_MAIN, REFERENCE_MAIN
 import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
+import { createPostgresDatabase } from './bench-databases.js';
 import { functionsReport } from './bench-functions.js';
+import { BackendCpu } from './bench-pgstats.js';
 import { engineNodeOptions } from '../src/config/heap-growth.js';
 
 // better-sqlite3 ships no types here; this is the little of it the count of waiting events uses.
@@ -67,6 +75,8 @@ const SqliteDatabase = createRequire(import.meta.url)('better-sqlite3') as new (
 };
 
 const CONNECTIONS = 32;
+/** `--postgres` without BENCH_POSTGRES_URL: the local server (as `npm run bench`). */
+const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 /** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
 const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
 
@@ -77,7 +87,9 @@ interface Measured {
   env: Record<string, string | undefined>;
   readyPath: string;
   /** Intake only: events received and not yet evaluated (none on the reference, which evaluates nothing after). */
-  waiting?: () => number;
+  waiting?: () => number | Promise<number>;
+  /** PostgreSQL: the database's backends, whose CPU the counted run measures too. */
+  backends?: () => BackendCpu;
 }
 
 /** callgrind's output: one file per thread (`--separate-threads=yes`), `<file>.<dump>-<thread>`, each ending with `totals: N`. */
@@ -111,6 +123,8 @@ interface Options {
   functions?: number;
   /** The engine's rule creates its follow-ups in another project (BENCH_RULE_ELSEWHERE): no event is held. */
   elsewhere?: boolean;
+  /** The engine on this PostgreSQL server (a database of its own) instead of SQLite. */
+  postgres?: string;
 }
 
 export interface InstructionCount {
@@ -124,6 +138,8 @@ export interface InstructionCount {
   kept?: string;
   /** The main thread's top functions (`--functions`). */
   functions?: string[];
+  /** On PostgreSQL: CPU time of the engine's backends per counted event, µs. */
+  backendMicroseconds?: number;
 }
 
 /** The system started under callgrind, counting off, once it answers `readyPath`. */
@@ -168,19 +184,23 @@ async function measure(system: InstructionCount['system'], measured: Measured, f
     during?.();
     const sent = await closedLoop(poster, signedEvents(intake ? 'unmatched' : 'matching', prefix, count), CONNECTIONS, Number.MAX_SAFE_INTEGER);
     if ((sent.statuses[202] ?? 0) !== count) throw new Error(`${system}: ${what} answered ${JSON.stringify(sent.statuses)} to ${count} webhooks`);
-    if (intake) await waitUntil(() => (spec.waiting?.() ?? 0) === 0, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: the ${what} run's events evaluated` });
+    if (intake) await waitUntil(async () => ((await spec.waiting?.()) ?? 0) === 0, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: the ${what} run's events evaluated` });
     else await waitUntil(() => arrivals.arrived() >= count, { timeoutMs: 600_000, intervalMs: 50, what: `${system}: ${count} actions of the ${what} run` });
   };
   await run('warmup', warmup);
+  const backends = spec.backends?.();
+  await backends?.start();
   await run('counted', events, () => control(child, ['-i', 'on']));
   control(child, ['-i', 'off']);
+  const backendSeconds = await backends?.stop();
   control(child, ['-d']);
   poster.close();
   await stop();
   const { total, mainThread } = countsOf(folder, 'counts');
   const mainFile = readdirSync(folder).find((name) => name.startsWith('counts.') && name.endsWith('-01'));
   const named = functions && mainFile ? { functions: functionsReport(join(folder, mainFile), perfMap, spec.script, events, functions) } : {};
-  return { system, events, total: total / events, mainThread: mainThread / events, ...(keep ? { kept: folder } : {}), ...named };
+  const cpu = backendSeconds === undefined ? {} : { backendMicroseconds: (backendSeconds * 1e6) / events };
+  return { system, events, total: total / events, mainThread: mainThread / events, ...(keep ? { kept: folder } : {}), ...named, ...cpu };
 }
 
 export async function countInstructions(options: Options, cleanup: Cleanup): Promise<InstructionCount[]> {
@@ -196,9 +216,14 @@ export async function countInstructions(options: Options, cleanup: Cleanup): Pro
     const folder = mkdtempSync(join(tmpdir(), 'bench-engine-'));
     cleanup.add(`remove ${folder}`, () => rmSync(folder, { recursive: true, force: true }));
     const file = join(folder, 'engine.sqlite');
-    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl: `sqlite:${file}`, serviceUrl: fake.url }, writeRules(cleanup, [options.elsewhere ? BENCH_RULE_ELSEWHERE : BENCH_RULE])));
+    const postgres = options.postgres === undefined ? undefined : await createPostgresDatabase(options.postgres, cleanup);
+    const databaseUrl = postgres?.url ?? `sqlite:${file}`;
+    const env = engineEnv(benchEnv({ layout: 'child', databaseUrl, serviceUrl: fake.url }, writeRules(cleanup, [options.elsewhere ? BENCH_RULE_ELSEWHERE : BENCH_RULE])));
+    const onDatabase = postgres
+      ? { waiting: () => postgres.waiting(), backends: () => new BackendCpu(options.postgres!, postgres.where) }
+      : { waiting: () => waitingIn(file) };
     // As `npm start` runs it (heap-growth.ts engineNodeOptions).
-    counts.push(await measure('engine', { script: options.bundle, env, nodeArgs: [...engineNodeOptions(env.DATABASE_URL)], readyPath: '/health/ready', waiting: () => waitingIn(file) }, fake, options, cleanup));
+    counts.push(await measure('engine', { script: options.bundle, env, nodeArgs: [...engineNodeOptions(env.DATABASE_URL)], readyPath: '/health/ready', ...onDatabase }, fake, options, cleanup));
   }
   return counts;
 }
@@ -215,13 +240,15 @@ function waitingIn(file: string): number {
 
 const millions = (n: number) => `${(n / 1e6).toFixed(3)} M`;
 
-export function report(counts: InstructionCount[], intake = false, elsewhere = false): string[] {
+export function report(counts: InstructionCount[], intake = false, elsewhere = false, postgres = false): string[] {
   const reference = counts.find((c) => c.system === 'reference');
   const what = intake ? 'intake, no event matches' : elsewhere ? "end to end, the engine's follow-ups created in another project" : 'end to end';
-  const lines = [`instructions per event (callgrind; ${what}, SQLite; 32 keep-alive connections):`, '               all threads   main thread'];
+  const database = postgres ? 'the engine on PostgreSQL, the reference on SQLite' : 'SQLite';
+  const lines = [`instructions per event (callgrind; ${what}, ${database}; 32 keep-alive connections):`, '               all threads   main thread'];
   for (const c of counts) {
     const ratio = reference && c !== reference ? `   reference / engine: ${(reference.total / c.total).toFixed(2)}× all, ${(reference.mainThread / c.mainThread).toFixed(2)}× main thread` : '';
     lines.push(`  ${c.system.padEnd(11)} ${millions(c.total).padStart(12)}  ${millions(c.mainThread).padStart(12)}${ratio}`);
+    if (c.backendMicroseconds !== undefined) lines.push(`    its PostgreSQL backends: ${c.backendMicroseconds.toFixed(1)} µs of CPU per event (time, not instructions)`);
     if (c.kept) lines.push(`    callgrind's files: ${c.kept}/counts.*`);
   }
   for (const c of counts) if (c.functions) lines.push('', `${c.system}, main thread, by function:`, ...c.functions);
@@ -233,7 +260,7 @@ async function main(): Promise<void> {
     options: {
       events: { type: 'string', default: '1000' }, warmup: { type: 'string', default: '3000' }, bundle: { type: 'string', default: ENGINE_MAIN },
       only: { type: 'string' }, keep: { type: 'boolean', default: false }, intake: { type: 'boolean', default: false }, functions: { type: 'string' },
-      elsewhere: { type: 'boolean', default: false },
+      elsewhere: { type: 'boolean', default: false }, postgres: { type: 'boolean', default: false },
     },
   });
   const functions = values.functions === undefined ? undefined : Number(values.functions);
@@ -246,8 +273,9 @@ async function main(): Promise<void> {
   const cleanup = new Cleanup();
   process.once('SIGINT', () => cleanup.interrupt());
   try {
-    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake, functions, elsewhere: values.elsewhere }, cleanup);
-    for (const line of report(counts, values.intake, values.elsewhere)) process.stdout.write(`${line}\n`);
+    const postgres = values.postgres ? (process.env.BENCH_POSTGRES_URL ?? DEFAULT_POSTGRES) : undefined;
+    const counts = await countInstructions({ events, warmup, bundle: values.bundle!, only: values.only, keep: values.keep, intake: values.intake, functions, elsewhere: values.elsewhere, postgres }, cleanup);
+    for (const line of report(counts, values.intake, values.elsewhere, values.postgres)) process.stdout.write(`${line}\n`);
   } finally {
     await cleanup.runAll((line) => process.stderr.write(`${line}\n`));
   }

@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { kindOf, toDialect } from './sql.js';
-import { pgParameter } from './pg-parameters.js';
+import { arrayParameterTypes, pgParameter } from './pg-parameters.js';
 
 export interface Statements {
   /** Rows of a SELECT, or of a write's RETURNING. */
@@ -63,7 +63,13 @@ interface PgQueryable {
 const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
 /** PostgreSQL: the statements queued in each session's open transaction, not yet known to have succeeded. */
 const pipelines = new WeakMap<object, Array<Promise<unknown>>>();
-const pgNames = new Map<string, { name: string; text: string }>();
+/** A statement as the hot path sends it: its prepared name, its text in PostgreSQL's dialect, its array parameters' element types. */
+interface PgStatement {
+  name: string;
+  text: string;
+  elementTypes: ReturnType<typeof arrayParameterTypes>;
+}
+const pgNames = new Map<string, PgStatement>();
 
 /** better-sqlite3 binds numbers, strings, bigints, buffers and null only. */
 function sqliteValue(value: unknown): unknown {
@@ -110,10 +116,11 @@ function sqliteStatements(connection: SqliteConnection): Statements {
   };
 }
 
-function pgStatement(sql: string): { name: string; text: string } {
+function pgStatement(sql: string): PgStatement {
   let named = pgNames.get(sql);
   if (named === undefined) {
-    named = { name: `hot_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`, text: toDialect(sql, 'postgres') };
+    const text = toDialect(sql, 'postgres');
+    named = { name: `hot_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`, text, elementTypes: arrayParameterTypes(text) };
     pgNames.set(sql, named);
   }
   return named;
@@ -145,7 +152,8 @@ export function corkThisTick(session: object): void {
 function pgStatements(client: PgQueryable): Statements {
   const query = (sql: string, params: readonly unknown[]) => {
     corkThisTick(client);
-    return client.query({ ...pgStatement(sql), values: params.map(pgParameter) });
+    const { name, text, elementTypes } = pgStatement(sql);
+    return client.query({ name, text, values: params.map((value, i) => pgParameter(value, elementTypes[i])) });
   };
   return {
     async rows<T>(sql: string, params: readonly unknown[] = []) {
