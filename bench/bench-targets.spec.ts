@@ -1,5 +1,5 @@
 import type { ClosedLoopFigures } from './bench-closed.js';
-import { LOAD_GENERATOR_BUSY, versus } from './bench-targets.js';
+import { LOAD_GENERATOR_BUSY, ratioAgainst, versus } from './bench-targets.js';
 
 /** A keep-alive intake figure with what `versus` reads; the rest does not matter to it. */
 function figures(system: ClosedLoopFigures['system'], eventsPerSecond: number, eventsPerCpuSecond: number, benchCpuPercent: number): ClosedLoopFigures {
@@ -29,5 +29,17 @@ describe('versus (a ratio target against another system of the same run)', () =>
     const check = versus(postgres, figures('reference', 5_000, 8_000, 95), 0.7);
     expect(check?.met).toBe(false);
     expect(check?.figure).toContain('per CPU-second: 0.50×');
+  });
+});
+
+describe('ratioAgainst (a ratio printed beside its target)', () => {
+  it('prints a third decimal where two would round it onto the target', () => {
+    // Session 47's SQLite end to end: 3,118 / 6,283, not met.
+    const check = versus(figures('sqlite', 3_118, 3_422, 49), figures('reference', 6_283, 7_675, 81), 0.5);
+    expect(check).toEqual({ figure: '0.496× (3,118 / 6,283 events/s)', met: false });
+    expect(ratioAgainst(0.504, 0.5)).toBe('0.504×');
+    expect(ratioAgainst(0.5, 0.5)).toBe('0.50×');
+    expect(ratioAgainst(0.49, 0.5)).toBe('0.49×');
+    expect(ratioAgainst(0.7994, 0.8)).toBe('0.799×');
   });
 });
