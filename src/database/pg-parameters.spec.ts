@@ -95,7 +95,7 @@ describe('PostgreSQL array parameters', () => {
         expect(binaryArray(values, type!)).toBeUndefined();
         expect(pgParameter(values, type)).toEqual(arrayLiteral(values) ?? values);
       }
-      expect(arrayParameterTypes('SELECT $1::jsonb[], $2, $3::text, $4::int8[]')).toEqual([undefined, undefined, undefined, undefined]);
+      expect(arrayParameterTypes('SELECT $1::jsonb[], $2, $3::text, $4::int8[], $5::constructor[]')).toEqual([undefined, undefined, undefined, undefined, undefined]);
     });
 
     it("reads each parameter's element type from its first cast", () => {

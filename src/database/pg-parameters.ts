@@ -28,9 +28,9 @@
  */
 
 /** Element types an array parameter may be sent as in binary, by the name its cast gives (`?::text[]`): their OIDs. */
-const ELEMENT_TYPES: Readonly<Record<string, ElementType>> = {
-  text: 25, varchar: 1043, int: 23, int4: 23, integer: 23, bool: 16, boolean: 16,
-};
+const ELEMENT_TYPES: ReadonlyMap<string, ElementType> = new Map([
+  ['text', 25], ['varchar', 1043], ['int', 23], ['int4', 23], ['integer', 23], ['bool', 16], ['boolean', 16],
+]);
 export type ElementType = 25 | 1043 | 23 | 16;
 
 /**
@@ -44,7 +44,7 @@ export function arrayParameterTypes(text: string): ReadonlyArray<ElementType | u
     const index = Number(n) - 1;
     if (seen.has(index)) continue;
     seen.add(index);
-    types[index] = ELEMENT_TYPES[type!];
+    types[index] = ELEMENT_TYPES.get(type!);
   }
   return types;
 }
