@@ -64,6 +64,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
 import { createPostgresDatabase } from './bench-databases.js';
+import { DEFAULT_POSTGRES } from './bench-options.js';
 import { functionsReport } from './bench-functions.js';
 import { BackendCpu } from './bench-pgstats.js';
 import { engineNodeOptions } from '../src/config/heap-growth.js';
@@ -75,8 +76,6 @@ const SqliteDatabase = createRequire(import.meta.url)('better-sqlite3') as new (
 };
 
 const CONNECTIONS = 32;
-/** `--postgres` without BENCH_POSTGRES_URL: the local server (as `npm run bench`). */
-const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 /** valgrind names its control pipes after USER and HOST (the engine's HOST is the address it listens on). */
 const VALGRIND_ENV = { USER: process.env.USER || 'bench', HOST: '127.0.0.1' };
 

@@ -66,7 +66,7 @@ environment: BENCH_DURATION_S, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, 
              BENCH_BACKLOG, BENCH_WAITING, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
 
 const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'waiting', 'matching'];
-const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+export const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 const KNOWN_FLAGS = [
   'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
   'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas', 'waiting',
