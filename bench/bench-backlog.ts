@@ -2,7 +2,7 @@
  * Does claiming work cost more when much work is waiting? Two runs per
  * database, one after the other on the same fresh database:
  *
- *   empty queue  `--backlog-measured` matching events (5,000) waiting;
+ *   empty queue  `--backlog-measured` matching events (20,000) waiting;
  *   backlog      then `--backlog` more (200,000) waiting, behind the history
  *                the first run left;
  *
