@@ -4,6 +4,7 @@ import { openDatabase } from '../test/support/storage.js';
 import { Cleanup } from './bench-cleanup.js';
 import { createPostgresDatabase, type BenchDatabase } from './bench-databases.js';
 import { waitingEvents } from './bench-events.js';
+import { settleStorage } from './bench-waiting-seed.js';
 
 const onPostgres = (await postgresOnly('bench-databases')) ? describe : describe.skip;
 
@@ -40,5 +41,17 @@ onPostgres('a backlog stored by the benchmark, on a real PostgreSQL server', () 
     // A checkpoint began after the insert had begun: its writes are not left to one during the timed drain. (Other
     // suites' databases, made or dropped meanwhile, checkpoint too; alone, only insertWaitingEvents's does.)
     expect(checkpointed).toBeGreaterThan(before);
+  });
+
+  it('is checkpointed again when the waiting part settles its copy before timing claims', async () => {
+    const store = await openDatabase(db.url);
+    try {
+      const before = lsn((await store.dataSource.query<Array<{ at: string }>>('SELECT pg_current_wal_insert_lsn()::text AS at'))[0].at);
+      await settleStorage(store);
+      const [{ redo }] = await store.dataSource.query<Array<{ redo: string }>>('SELECT redo_lsn::text AS redo FROM pg_control_checkpoint()');
+      expect(lsn(redo)).toBeGreaterThan(before);
+    } finally {
+      await store.dataSource.destroy();
+    }
   });
 });

@@ -8,7 +8,6 @@
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { createPostgresDatabase as createTestPostgres, createSqliteDatabase as createTestSqlite, withPostgresClient, type TestDatabase } from '../test/support/databases.js';
-import type pg from 'pg';
 import type { Cleanup } from './bench-cleanup.js';
 
 export type DatabaseName = 'sqlite' | 'postgres';
@@ -82,7 +81,7 @@ async function insertIntoPostgres(url: string, events: WaitingEvent[]): Promise<
     }
     // As autovacuum would have by the time a backlog this size had arrived over time.
     await c.query('ANALYZE events');
-    await checkpoint(c);
+    await checkpointPostgres((sql) => c.query(sql));
   });
 }
 
@@ -93,9 +92,9 @@ async function insertIntoPostgres(url: string, events: WaitingEvent[]): Promise<
  * 1.12× alone; with the checkpoint, after them, 0.90× and 0.92× (session 48, bench/README.md). CHECKPOINT needs a
  * superuser or pg_checkpoint: without, the run goes on as before.
  */
-async function checkpoint(c: pg.Client): Promise<void> {
+export async function checkpointPostgres(query: (sql: string) => Promise<unknown>): Promise<void> {
   try {
-    await c.query('CHECKPOINT');
+    await query('CHECKPOINT');
   } catch (error) {
     if ((error as { code?: string }).code !== INSUFFICIENT_PRIVILEGE) throw error;
   }
