@@ -87,10 +87,11 @@ async function insertIntoPostgres(url: string, events: WaitingEvent[]): Promise<
 
 /**
  * The server's writes of what the benchmark just stored (its dirty pages, its log), done now rather than by a
- * checkpoint that falls into the timed run: 200,000 events are some 300 MB written, and the backlog's drain ran at
- * 0.75–0.79× the rate with fewer waiting after the end-to-end runs (which leave gigabytes of log behind them) and at
- * 1.12× alone; with the checkpoint, after them, 0.90× and 0.92× (session 48, bench/README.md). CHECKPOINT needs a
- * superuser or pg_checkpoint: without, the run goes on as before.
+ * checkpoint that falls into the timed run: 200,000 events are some 300 MB written. After the end-to-end runs (which
+ * leave gigabytes of log behind them) the backlog's drain ran at 0.79× the rate with fewer waiting without it, 0.90×
+ * and 0.92× with it (1.12× alone); what a full run still loses there is the table outgrowing the server's shared
+ * buffers (session 48, bench/README.md). CHECKPOINT needs a superuser or pg_checkpoint: without, the run goes on as
+ * before.
  */
 export async function checkpointPostgres(query: (sql: string) => Promise<unknown>): Promise<void> {
   try {
