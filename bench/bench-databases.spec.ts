@@ -8,11 +8,18 @@ import { settleStorage } from './bench-waiting-seed.js';
 
 const onPostgres = (await postgresOnly('bench-databases')) ? describe : describe.skip;
 
-/** The server's write-ahead log position as a number, from PostgreSQL's `X/Y` form. */
-const lsn = (text: string) => {
-  const [high, low] = text.split('/').map((part) => BigInt(`0x${part}`));
+type Query = (sql: string) => Promise<Array<{ at: string }>>;
+
+/** A write-ahead log position as a number, from PostgreSQL's `X/Y` form. */
+async function lsnOf(query: Query, sql: string): Promise<bigint> {
+  const [high, low] = (await query(sql))[0].at.split('/').map((part) => BigInt(`0x${part}`));
   return (high << 32n) + low;
-};
+}
+/** Where the server is writing its log now. */
+const writingAt = (query: Query) => lsnOf(query, 'SELECT pg_current_wal_insert_lsn()::text AS at');
+/** Where the last checkpoint began. */
+const lastCheckpoint = (query: Query) => lsnOf(query, 'SELECT redo_lsn::text AS at FROM pg_control_checkpoint()');
+const clientQuery = (c: pg.Client): Query => async (sql) => (await c.query<{ at: string }>(sql)).rows;
 
 onPostgres('a backlog stored by the benchmark, on a real PostgreSQL server', () => {
   const cleanup = new Cleanup();
@@ -28,11 +35,10 @@ onPostgres('a backlog stored by the benchmark, on a real PostgreSQL server', () 
   });
 
   it('is stored waiting, analysed, and checkpointed before the engine starts', async () => {
-    const insertAt = (c: pg.Client) => c.query<{ at: string }>('SELECT pg_current_wal_insert_lsn()::text AS at').then((r) => lsn(r.rows[0].at));
-    const before = await withPostgresClient(db.url, insertAt);
+    const before = await withPostgresClient(db.url, (c) => writingAt(clientQuery(c)));
     await db.insertWaitingEvents(waitingEvents('matching', 'bench_db_spec_', 25));
     const [checkpointed, analysed] = await withPostgresClient(db.url, async (c) => [
-      lsn((await c.query<{ redo: string }>('SELECT redo_lsn::text AS redo FROM pg_control_checkpoint()')).rows[0].redo),
+      await lastCheckpoint(clientQuery(c)),
       Number((await c.query<{ n: string }>("SELECT COUNT(*) AS n FROM pg_stat_user_tables WHERE relname = 'events' AND last_analyze IS NOT NULL")).rows[0].n),
     ]);
 
@@ -46,10 +52,10 @@ onPostgres('a backlog stored by the benchmark, on a real PostgreSQL server', () 
   it('is checkpointed again when the waiting part settles its copy before timing claims', async () => {
     const store = await openDatabase(db.url);
     try {
-      const before = lsn((await store.dataSource.query<Array<{ at: string }>>('SELECT pg_current_wal_insert_lsn()::text AS at'))[0].at);
+      const query: Query = (sql) => store.dataSource.query(sql);
+      const before = await writingAt(query);
       await settleStorage(store);
-      const [{ redo }] = await store.dataSource.query<Array<{ redo: string }>>('SELECT redo_lsn::text AS redo FROM pg_control_checkpoint()');
-      expect(lsn(redo)).toBeGreaterThan(before);
+      expect(await lastCheckpoint(query)).toBeGreaterThan(before);
     } finally {
       await store.dataSource.destroy();
     }

@@ -154,9 +154,12 @@ export async function copyTemplate(db: Database, t: Template, prefix: string, to
  * are not left to a checkpoint during the timed claims (bench-databases.ts).
  */
 export async function settleStorage(db: Database): Promise<void> {
-  if (db.kind !== 'postgres') return void (await db.dataSource.query('PRAGMA wal_checkpoint(TRUNCATE)'));
-  await db.dataSource.query(`VACUUM ANALYZE ${Object.keys(CLONED).join(', ')}`);
-  await checkpointPostgres((sql) => db.dataSource.query(sql));
+  if (db.kind === 'postgres') {
+    await db.dataSource.query(`VACUUM ANALYZE ${Object.keys(CLONED).join(', ')}`);
+    await checkpointPostgres((sql) => db.dataSource.query(sql));
+  } else {
+    await db.dataSource.query('PRAGMA wal_checkpoint(TRUNCATE)');
+  }
 }
 
 /** Executions of the wait rule still waiting, and delay runs as the engine left them (pending, unleased, never attempted, unchanged). */
