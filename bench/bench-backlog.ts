@@ -1,24 +1,27 @@
 /**
- * Does claiming work cost more when much work is waiting? Two runs per
- * database, one after the other on the same fresh database:
+ * Does claiming work cost more when much work is waiting? Two engines per
+ * database, each on a fresh database of its own, drained at the same time:
  *
  *   empty queue  `--backlog-measured` matching events (20,000) waiting;
- *   backlog      then `--backlog` more (200,000) waiting, behind the history
- *                the first run left;
+ *   backlog      `--backlog` matching events (200,000) waiting.
  *
  * The events are stored straight into the `events` table as the intake would
- * have stored them (bench-databases.ts), with the engine stopped: the engine's
+ * have stored them (bench-databases.ts), with the engines stopped: the engine's
  * migrations first create the schema (run by the benchmark's own connection);
- * then, for each run, the events are inserted and the engine started. The drain
- * rate is the rate at which the first `--backlog-measured` actions of the run
- * reach the fake service, from the first arrival to the last of them; the
- * figure is the ratio backlog / empty queue (1.0: claiming does not depend on
- * what waits behind).
+ * then both databases get their events, and both engines are started, each
+ * with a fake service of its own. Each one's drain rate is that of its actions
+ * reaching its fake service over the moments both were draining
+ * (`ratesTogether`); the figure is the ratio backlog / empty queue (1.0:
+ * claiming does not depend on what waits behind). Until session 49 the two
+ * ran one after the other, and the ratio of two runs a minute apart swung with
+ * the machine (bench/README.md, Backlog): draining together, both share
+ * whatever the machine does in each moment.
  */
 import { openDatabase } from '../test/support/storage.js';
 import type { BenchDatabase, DatabaseName } from './bench-databases.js';
-import type { EngineMemory } from './bench-engine.js';
+import type { BenchEngine, EngineMemory } from './bench-engine.js';
 import { runPrefix, waitingEvents } from './bench-events.js';
+import { startFakeService, type ArrivalLog, type FakeService } from './bench-fake-service.js';
 import { drain, epochNow, startSystem, type ScenarioContext } from './bench-systems.js';
 
 export interface DrainFigures {
@@ -39,53 +42,107 @@ export interface BacklogFigures {
   backlog: DrainFigures;
   /** backlog rate / empty-queue rate. */
   ratio: number;
+  /** How long both were timed: the moments both drained (ratesTogether). */
+  windowSeconds?: number;
 }
 
 /** How long the engine may take to answer /health/ready with the backlog waiting. */
 const READY_LIMIT_S = 120;
 
-/**
- * Rate from the (count/10)-th arrival to the count-th (in arrival order): the
- * first tenth, while the fresh process warms up its JIT and connections, is
- * left out of both runs alike.
- */
-function drainRate(arrivals: Float64Array, count: number): { measured: number; eventsPerSecond: number } {
-  const times = arrivals.filter((t) => t !== 0).sort();
-  const measured = Math.min(count, times.length);
-  const from = Math.floor(measured / 10);
-  if (measured - from < 2) return { measured, eventsPerSecond: 0 };
-  return { measured, eventsPerSecond: (measured - 1 - from) / ((times[measured - 1] - times[from]) / 1000) };
+/** One drain's arrival times and how many of them to time. */
+export interface TimedDrain {
+  arrivals: Float64Array;
+  count: number;
 }
 
-async function drainOnce(ctx: ScenarioContext, db: BenchDatabase, waiting: number): Promise<DrainFigures> {
-  const measuredCount = ctx.options.backlogMeasured;
+/**
+ * The rates of drains that ran at the same time, over the moments all of them were draining: from the latest of
+ * their (count/10)-th arrivals (the first tenth, while each fresh process warms up its JIT and connections, is left
+ * out) to the earliest of their count-th. A drain that finishes first leaves the machine to the others; timed past
+ * that moment, they would gain from it. `measured`: the arrivals in that window.
+ */
+export function ratesTogether(drains: readonly TimedDrain[]): { windowSeconds: number; rates: Array<{ measured: number; eventsPerSecond: number }> } {
+  const sorted = drains.map(({ arrivals, count }) => {
+    const times = arrivals.filter((t) => t !== 0).sort();
+    return times.subarray(0, Math.min(count, times.length));
+  });
+  const from = Math.max(...sorted.map((times) => times[Math.floor(times.length / 10)] ?? Infinity));
+  const to = Math.min(...sorted.map((times) => times[times.length - 1] ?? -Infinity));
+  const windowSeconds = (to - from) / 1000;
+  if (!(windowSeconds > 0)) return { windowSeconds: 0, rates: sorted.map(() => ({ measured: 0, eventsPerSecond: 0 })) };
+  return {
+    windowSeconds,
+    rates: sorted.map((times) => {
+      const measured = times.filter((t) => t > from && t <= to).length;
+      return { measured, eventsPerSecond: measured / windowSeconds };
+    }),
+  };
+}
+
+interface Drain {
+  db: BenchDatabase;
+  waiting: number;
+  fake: FakeService;
+}
+
+interface Started {
+  engine: BenchEngine | Error;
+  readySeconds: number;
+  arrivals: ArrivalLog;
+}
+
+/** Stores a drain's events, then spawns its engine: the engine, or why it did not become ready, and how long it took. */
+async function prepare(ctx: ScenarioContext, { db, waiting, fake }: Drain): Promise<() => Promise<Started>> {
   const prefix = runPrefix(`backlog_${db.name}`);
-  ctx.progress(`backlog (${db.name}): ${waiting.toLocaleString('en-US')} events waiting, timing the first ${measuredCount.toLocaleString('en-US')} …`);
+  ctx.progress(`backlog (${db.name}): storing ${waiting.toLocaleString('en-US')} waiting events …`);
   await db.insertWaitingEvents(waitingEvents('matching', prefix, waiting));
-  const arrivals = await ctx.fake.beginRun(prefix, waiting);
-  const spawned = epochNow();
-  const engine = await startSystem(ctx, db.name, db, `backlog-${waiting}`, READY_LIMIT_S * 1000).catch((error: Error) => error);
-  const readySeconds = (epochNow() - spawned) / 1000;
-  if (engine instanceof Error) {
-    // A figure, not a failure of the benchmark: the first line says what happened.
-    const failed = `not ready within ${READY_LIMIT_S} s (${engine.message.split('\n')[0]})`;
-    return { waiting, failed, measured: 0, eventsPerSecond: 0, readySeconds, memory: { rssMb: 0 } };
-  }
+  const arrivals = await fake.beginRun(prefix, waiting);
+  return async () => {
+    const spawned = epochNow();
+    const engine = await startSystem({ ...ctx, fake }, db.name, db, `backlog-${waiting}`, READY_LIMIT_S * 1000).catch((error: Error) => error);
+    return { engine, readySeconds: (epochNow() - spawned) / 1000, arrivals };
+  };
+}
+
+/** The drains' engines started together and timed over the same moments (ratesTogether); each stopped after. */
+async function drainTogether(ctx: ScenarioContext, drains: Drain[]): Promise<{ figures: DrainFigures[]; windowSeconds: number }> {
+  const count = ctx.options.backlogMeasured;
+  const spawns = [];
+  for (const d of drains) spawns.push(await prepare(ctx, d));
+  ctx.progress(`backlog (${drains[0]!.db.name}): ${drains.map((d) => d.waiting.toLocaleString('en-US')).join(' and ')} waiting, timing the first ${count.toLocaleString('en-US')} of each at the same time …`);
+  const started = await Promise.all(spawns.map((spawn) => spawn()));
   try {
-    await drain(() => measuredCount - arrivals.arrived(), ctx.options.drainLimitS * 2 * 1000, 50);
-    return { waiting, ...drainRate(arrivals.arrivals, measuredCount), readySeconds, memory: engine.memory() };
+    const failedAt = started.findIndex((s) => s.engine instanceof Error);
+    if (failedAt >= 0) {
+      // A figure, not a failure of the benchmark: the first line says what happened.
+      const failed = `not ready within ${READY_LIMIT_S} s (${(started[failedAt]!.engine as Error).message.split('\n')[0]})`;
+      const figures = drains.map((d, i) => ({ waiting: d.waiting, failed: i === failedAt ? failed : undefined, measured: 0, eventsPerSecond: 0, readySeconds: started[i]!.readySeconds, memory: { rssMb: 0 } }));
+      return { figures, windowSeconds: 0 };
+    }
+    // Two engines share the machine: each drains at about half the rate it would alone.
+    await drain(() => Math.max(...started.map((s) => count - s.arrivals.arrived())), ctx.options.drainLimitS * 6 * 1000, 50);
+    const { windowSeconds, rates } = ratesTogether(started.map((s) => ({ arrivals: s.arrivals.arrivals, count })));
+    const figures = drains.map((d, i) => ({ waiting: d.waiting, ...rates[i]!, readySeconds: started[i]!.readySeconds, memory: (started[i]!.engine as BenchEngine).memory() }));
+    return { figures, windowSeconds };
   } finally {
-    await engine.stop();
+    await Promise.all(started.map((s) => (s.engine instanceof Error ? undefined : s.engine.stop())));
   }
 }
 
 export function runBacklog(ctx: ScenarioContext, system: DatabaseName): Promise<BacklogFigures> {
-  return ctx.withDatabase(system, async (db) => {
-    // The engine's migrations make the schema, run here rather than by an engine started and stopped for them.
-    await (await openDatabase(db.url)).dataSource.destroy();
-    const emptyQueue = await drainOnce(ctx, db, ctx.options.backlogMeasured);
-    const backlog = await drainOnce(ctx, db, ctx.options.backlog);
-    const ratio = emptyQueue.eventsPerSecond > 0 ? backlog.eventsPerSecond / emptyQueue.eventsPerSecond : 0;
-    return { system, emptyQueue, backlog, ratio };
-  });
+  return ctx.withDatabase(system, (emptyDb) => ctx.withDatabase(system, async (backlogDb) => {
+    // The engine's migrations make the schemas, run here rather than by an engine started and stopped for them.
+    for (const db of [emptyDb, backlogDb]) await (await openDatabase(db.url)).dataSource.destroy();
+    const fake = await startFakeService(ctx.cleanup);
+    try {
+      const { figures: [emptyQueue, backlog], windowSeconds } = await drainTogether(ctx, [
+        { db: emptyDb, waiting: ctx.options.backlogMeasured, fake: ctx.fake },
+        { db: backlogDb, waiting: ctx.options.backlog, fake },
+      ]);
+      const ratio = emptyQueue!.eventsPerSecond > 0 ? backlog!.eventsPerSecond / emptyQueue!.eventsPerSecond : 0;
+      return { system, emptyQueue: emptyQueue!, backlog: backlog!, ratio, windowSeconds };
+    } finally {
+      await fake.close();
+    }
+  }));
 }

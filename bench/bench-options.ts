@@ -141,7 +141,7 @@ function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
     openRate: openRate === undefined ? undefined : positive('BENCH_E2E_RATE', openRate, 1),
     openDurationS: positive('BENCH_E2E_DURATION_S', env.BENCH_E2E_DURATION_S, quick ? 1 : 5),
     backlog: int('backlog', flags.get('backlog') ?? env.BENCH_BACKLOG, 200_000, 10_000),
-    backlogMeasured: int('backlog-measured', flags.get('backlog-measured'), 20_000, 500),
+    backlogMeasured: int('backlog-measured', flags.get('backlog-measured'), 20_000, 2_000),
     startupRules: int('rules', flags.get('rules'), 1_000, 1_000),
     waiting: int('waiting', flags.get('waiting') ?? env.BENCH_WAITING, 100_000, 20_000),
   };

@@ -121,7 +121,7 @@ export function backlogLines(all: BacklogFigures[]): string[] {
   return all.flatMap((b) => [b.emptyQueue, b.backlog].some((d) => d.failed) ? [
     `backlog (${systemLabel(b.system)}): ${[b.emptyQueue, b.backlog].filter((d) => d.failed).map((d) => `with ${int(d.waiting)} events waiting, the engine was ${d.failed}`).join('; ')}`,
   ] : [
-    `backlog (${systemLabel(b.system)}): drain rate of the first ${int(b.backlog.measured)} actions with ${int(b.backlog.waiting)} events waiting ${int(b.backlog.eventsPerSecond)}/s, ` +
+    `backlog (${systemLabel(b.system)}): two engines draining at once, over the ${seconds(b.windowSeconds ?? 0)} both did: with ${int(b.backlog.waiting)} events waiting ${int(b.backlog.eventsPerSecond)} actions/s, ` +
       `with ${int(b.emptyQueue.waiting)} waiting ${int(b.emptyQueue.eventsPerSecond)}/s: ${ratio(b.ratio)}`,
     `    ready ${seconds(b.backlog.readySeconds)} after spawning with the backlog (${seconds(b.emptyQueue.readySeconds)} without); peak RSS ${int(b.backlog.memory.peakRssMb ?? 0)} MB (${int(b.emptyQueue.memory.peakRssMb ?? 0)} MB)`,
   ]);
