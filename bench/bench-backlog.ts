@@ -91,26 +91,28 @@ interface Started {
   arrivals: ArrivalLog;
 }
 
-/** Stores a drain's events, then spawns its engine: the engine, or why it did not become ready, and how long it took. */
-async function prepare(ctx: ScenarioContext, { db, waiting, fake }: Drain): Promise<() => Promise<Started>> {
+/** Stores a drain's events, the engine stopped; its fake service's log of their actions' arrivals. */
+async function store(ctx: ScenarioContext, { db, waiting, fake }: Drain): Promise<ArrivalLog> {
   const prefix = runPrefix(`backlog_${db.name}`);
   ctx.progress(`backlog (${db.name}): storing ${waiting.toLocaleString('en-US')} waiting events …`);
   await db.insertWaitingEvents(waitingEvents('matching', prefix, waiting));
-  const arrivals = await fake.beginRun(prefix, waiting);
-  return async () => {
-    const spawned = epochNow();
-    const engine = await startSystem({ ...ctx, fake }, db.name, db, `backlog-${waiting}`, READY_LIMIT_S * 1000).catch((error: Error) => error);
-    return { engine, readySeconds: (epochNow() - spawned) / 1000, arrivals };
-  };
+  return fake.beginRun(prefix, waiting);
+}
+
+/** Spawns a drain's engine: the engine, or why it did not become ready, and how long it took. */
+async function spawn(ctx: ScenarioContext, { db, waiting, fake }: Drain, arrivals: ArrivalLog): Promise<Started> {
+  const spawned = epochNow();
+  const engine = await startSystem({ ...ctx, fake }, db.name, db, `backlog-${waiting}`, READY_LIMIT_S * 1000).catch((error: Error) => error);
+  return { engine, readySeconds: (epochNow() - spawned) / 1000, arrivals };
 }
 
 /** The drains' engines started together and timed over the same moments (ratesTogether); each stopped after. */
 async function drainTogether(ctx: ScenarioContext, drains: Drain[]): Promise<{ figures: DrainFigures[]; windowSeconds: number }> {
   const count = ctx.options.backlogMeasured;
-  const spawns = [];
-  for (const d of drains) spawns.push(await prepare(ctx, d));
+  const logs: ArrivalLog[] = [];
+  for (const d of drains) logs.push(await store(ctx, d));
   ctx.progress(`backlog (${drains[0]!.db.name}): ${drains.map((d) => d.waiting.toLocaleString('en-US')).join(' and ')} waiting, timing the first ${count.toLocaleString('en-US')} of each at the same time …`);
-  const started = await Promise.all(spawns.map((spawn) => spawn()));
+  const started = await Promise.all(drains.map((d, i) => spawn(ctx, d, logs[i]!)));
   try {
     const failedAt = started.findIndex((s) => s.engine instanceof Error);
     if (failedAt >= 0) {
