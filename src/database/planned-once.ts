@@ -28,9 +28,9 @@ export const PLANNED_ONCE_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_
 const PLANNED_EACH_TIME = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'on', enable_seqscan: 'on' });
 
 /**
- * Planned at every execution, for its values, but found by key only: for a batch statement whose plan depends on
- * the batch (planned once, FINISH_EXECUTIONS compared every row of a batch with every other, outcome-batch.ts), on a
- * table the statistics still count in thousands, where a sequential scan looks cheaper than a few dozen probes.
+ * Planned at every execution, for its values, but found by key only: what an outcome commit runs after its
+ * executions' end (outcome-batch.ts), as it ran when that statement was planned so, on tables the statistics may still
+ * count in thousands, where a sequential scan looks cheaper than a few dozen probes.
  */
 export const PLANNED_EACH_TIME_BY_KEY = forThisTransaction({ plan_cache_mode: 'force_custom_plan', enable_bitmapscan: 'off', enable_seqscan: 'off' });
 
