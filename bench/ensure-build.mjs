@@ -36,8 +36,8 @@ if (built < Math.max(...SOURCES.map(newest))) {
 const { buildEngineBundle, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
 const [engineEntry, engineBundle] = [join(OUT, 'src', 'main.js'), join(OUT, 'bundle', 'main.js')];
 if (engineBundleNeeded(engineEntry, engineBundle)) await buildEngineBundle(engineEntry, engineBundle);
-// Copied every time: cheap, and never stale.
-for (const asset of ASSETS) {
+// Copied every time: cheap, and never stale. (The SQLite extension only when npm install built it: src/database/wal-coalesce.ts.)
+for (const asset of [...ASSETS, ...['build/wal-coalesce.so'].filter((file) => existsSync(file))]) {
   mkdirSync(join(OUT, dirname(asset)), { recursive: true });
   copyFileSync(asset, join(OUT, asset));
 }

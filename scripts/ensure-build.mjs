@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildEngineBundle, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } from './build-engine.mjs';
 import { buildConsole, consoleBuildNeeded } from './build-console.mjs';
+import { buildNative, nativeBuildNeeded } from './build-native.mjs';
 
 function newest(dir) {
   let latest = 0;
@@ -36,6 +37,14 @@ export function buildsNeeded() {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (nativeBuildNeeded()) {
+    process.stderr.write('building build/wal-coalesce.so …\n');
+    try {
+      buildNative();
+    } catch (error) {
+      process.stderr.write(`could not build build/wal-coalesce.so (${error.message}); SQLite will write its log frame by frame\n`);
+    }
+  }
   if (distBuildNeeded()) {
     process.stderr.write('building dist/ …\n');
     execSync('npx nest build', { stdio: 'inherit' });

@@ -21,7 +21,7 @@ if (run('npm', ['run', 'lint']) !== 0) {
   console.error('lint failed: an import against the direction of the folders, an import cycle, a size limit or a typescript-eslint rule (see above)');
   process.exit(1);
 }
-if (run('npx', ['nest', 'build']) !== 0 || run(process.execPath, ['scripts/build-engine.mjs']) !== 0) {
+if (run(process.execPath, ['scripts/build-native.mjs']) !== 0 || run('npx', ['nest', 'build']) !== 0 || run(process.execPath, ['scripts/build-engine.mjs']) !== 0) {
   console.error('build failed');
   process.exit(1);
 }

@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import { createApp, stopApp } from './app.js';
 import { ConfigError, type EngineConfig, loadConfig } from './config/config.js';
 import { databaseKind } from './database/data-source.js';
+import { walCoalesceState } from './database/wal-coalesce.js';
 import { boundHeapGrowth, youngGenerationNote } from './config/heap-growth.js';
 
 function readConfig(): EngineConfig {
@@ -31,6 +32,8 @@ async function main(): Promise<void> {
     service: config.serviceApiUrl,
     webhooks: config.webhookSecrets.length > 0 ? 'verified' : 'disabled (WEBHOOK_SECRET not set)',
   });
+  const walCoalesce = walCoalesceState();
+  if (walCoalesce?.inUse === false) logger.warn({ msg: `SQLite writes its log frame by frame, slower: ${walCoalesce.reason}` });
   const note = youngGenerationNote(config.databaseUrl);
   if (note !== undefined) logger.warn({ msg: note });
   if (config.adminTokenGenerated) {

@@ -7,6 +7,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
 import { databaseKind, type DatabaseKind } from '../config/database-kind.js';
+import { loadWalCoalesce } from './wal-coalesce.js';
 import { ActionRunEntity } from './action-run.entity.js';
 import { EventEntity } from './event.entity.js';
 import { ExecutionEntity } from './execution.entity.js';
@@ -86,6 +87,7 @@ export function dataSourceOptions(url: string): DataSourceOptions {
   if (file !== ':memory:') {
     mkdirSync(dirname(file), { recursive: true });
     assertWritable(file);
+    loadWalCoalesce();
   }
   return {
     ...common,
