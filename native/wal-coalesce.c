@@ -15,9 +15,10 @@
  *
  * A frame's header says whether it ends a commit: its second 32-bit word is the database's size in pages after the
  * commit, and zero in every other frame (https://sqlite.org/fileformat2.html#walformat). The page written after
- * such a header is the commit's last write but padding (which only FULL syncs add, each padding frame again a
- * commit frame), so the buffer is written then; anything that does not continue the buffer (a write elsewhere in
- * the file: a new log's header, a rolled-back transaction's frames overwritten) writes it first.
+ * such a header is the commit's last write but padding (which only FULL syncs on a device without powersafe
+ * overwrite add, each padding frame again a commit frame, and a sync follows), so the buffer is written then;
+ * anything that does not continue the buffer (a write elsewhere in the file: a new log's header, a frame rewritten
+ * in place, a rolled-back transaction's frames overwritten) writes it first.
  *
  * Loaded as a run-time extension (better-sqlite3's loadExtension) it registers itself as the default VFS, under
  * the name "wal-coalesce", and stays loaded for the life of the process (SQLITE_OK_LOAD_PERMANENTLY).
@@ -110,7 +111,8 @@ static int walWrite(CoalesceFile *f, const void *data, int amount, sqlite3_int64
   f->flushAfterNext = isCommitHeader(data, amount);
   int newLog = offset == 0 && amount == 32;
   int appended = newLog || f->end < 0 || offset == f->end;
-  if (!appended || f->used + amount > BUFFER_LIMIT) {
+  /* What the buffer holds ends at f->end, so an append continues it; a new log starts a buffer of its own. */
+  if (!appended || newLog || f->used + amount > BUFFER_LIMIT) {
     if ((rc = flush(f)) != SQLITE_OK) return rc;
   }
   if (newLog) f->end = 0;

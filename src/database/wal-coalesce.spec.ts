@@ -4,12 +4,12 @@
  * trace, and a full disk failing the commit that did not fit (and none before it).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canMakeDiskFaults, SmallDisk } from '../../test/support/storage-faults.js';
-import { loadWalCoalesce, WAL_COALESCE_PATH, walWriteCounts } from './wal-coalesce.js';
+import { loadExtensionFrom, loadWalCoalesce, WAL_COALESCE_PATH, walWriteCounts } from './wal-coalesce.js';
 
 interface Statement {
   run(...params: unknown[]): unknown;
@@ -135,6 +135,21 @@ describe('the write-ahead log written a commit at a time', () => {
     }
   });
 
+  it('leaves a database in rollback-journal mode as SQLite writes it', () => {
+    const file = join(dir, 'e.sqlite');
+    const db = new Sqlite(file);
+    try {
+      expect(db.pragma('journal_mode = DELETE', { simple: true })).toBe('delete');
+      db.exec(SCHEMA);
+      const before = walWriteCounts();
+      for (let round = 0; round < 5; round++) db.transaction(() => insert(db, 50, round))();
+      expect(walWriteCounts().asked).toBe(before.asked); // no log, nothing held
+      expect([count(db), db.pragma('integrity_check', { simple: true })]).toEqual([250, 'ok']);
+    } finally {
+      db.close();
+    }
+  });
+
   it('keeps every commit it acknowledged when the process is killed in the middle of writing', async () => {
     const file = join(dir, 'c.sqlite');
     for (let round = 0; round < 8; round++) {
@@ -201,6 +216,17 @@ async function waitFor(done: () => boolean, timeoutMs: number): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
+
+describe(loadExtensionFrom.name, () => {
+  it('says why the log is written frame by frame when the extension is missing or is not one', () => {
+    expect(loadExtensionFrom(join(dir, 'missing.so'))).toEqual({ inUse: false, reason: `${join(dir, 'missing.so')} is not built (npm install builds it)` });
+    const notAnExtension = join(dir, 'text.so');
+    writeFileSync(notAnExtension, 'not a shared object');
+    const loaded = loadExtensionFrom(notAnExtension);
+    expect(loaded.inUse).toBe(false);
+    expect(loaded).toMatchObject({ reason: expect.stringContaining(`${notAnExtension} did not load: `) });
+  });
+});
 
 describe('the write-ahead log written a commit at a time, on a full disk', () => {
   it('fails the commit that does not fit, keeps those before it, and writes again once there is room', async () => {

@@ -33,22 +33,25 @@ function sqlite(): Sqlite {
 }
 
 /**
- * Registers the VFS for this process, once (the extension stays loaded for the life of the process), from `path`;
- * what came of it. A file that fails to load leaves SQLite's own VFS in place.
+ * Registers the VFS for this process, once (the extension stays loaded for the life of the process); what came of
+ * it. A file that fails to load leaves SQLite's own VFS in place.
  */
-export function loadWalCoalesce(path = WAL_COALESCE_PATH): WalCoalesce {
-  if (state !== undefined) return state;
-  if (!existsSync(path)) return (state = { inUse: false, reason: `${path} is not built (npm install builds it)` });
+export function loadWalCoalesce(): WalCoalesce {
+  return (state ??= loadExtensionFrom(WAL_COALESCE_PATH));
+}
+
+/** Loads the extension at `path` on a connection of its own, which registers the VFS; what came of it. */
+export function loadExtensionFrom(path: string): WalCoalesce {
+  if (!existsSync(path)) return { inUse: false, reason: `${path} is not built (npm install builds it)` };
   const boot = new (sqlite())(':memory:');
   try {
     boot.loadExtension(path, ENTRY_POINT);
-    state = { inUse: true };
+    return { inUse: true };
   } catch (error) {
-    state = { inUse: false, reason: `${path} did not load: ${(error as Error).message}` };
+    return { inUse: false, reason: `${path} did not load: ${(error as Error).message}` };
   } finally {
     boot.close();
   }
-  return state;
 }
 
 /** What `loadWalCoalesce` came to; undefined before the engine opened a SQLite file. */
