@@ -29,6 +29,7 @@ SQLITE_EXTENSION_INIT1
 
 #define BUFFER_LIMIT (4 * 1024 * 1024)
 #define WRITE_LIMIT (31 * 4096)
+#define BUFFER_KEPT (1024 * 1024)
 
 typedef struct CoalesceFile CoalesceFile;
 struct CoalesceFile {
@@ -61,6 +62,12 @@ static int flush(CoalesceFile *f) {
     walFlushes++;
   }
   f->used = 0;
+  /* A transaction far larger than the engine's commits (a migration, a prune) does not keep its buffer's memory. */
+  if (f->size > BUFFER_KEPT) {
+    sqlite3_free(f->buffer);
+    f->buffer = 0;
+    f->size = 0;
+  }
   return rc;
 }
 

@@ -135,6 +135,26 @@ describe('the write-ahead log written a commit at a time', () => {
     }
   });
 
+  it('commits a transaction larger than what it holds at once (written as it goes), and the next small one', () => {
+    const file = join(dir, 'f.sqlite');
+    const [a, b] = [open(file), open(file)];
+    try {
+      const before = walWriteCounts();
+      a.transaction(() => {
+        const statement = a.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+        for (let i = 0; i < 4_000; i++) statement.run(`big-${i}`, 'w'.repeat(2_000)); // some 9 MiB of pages
+      })();
+      const made = walWriteCounts().made - before.made;
+      expect(made).toBeGreaterThan(60); // pieces of 124 KiB
+      expect(made).toBeLessThan(200);
+      a.transaction(() => insert(a, 10, 0))();
+      expect([count(b), b.pragma('integrity_check', { simple: true })]).toEqual([4_010, 'ok']);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
   it('leaves a database in rollback-journal mode as SQLite writes it', () => {
     const file = join(dir, 'e.sqlite');
     const db = new Sqlite(file);
