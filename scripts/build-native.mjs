@@ -36,15 +36,22 @@ export function buildNative() {
   execFileSync(compiler, [...flags, '-shared', '-fPIC', '-I', sqliteHeaders(), NATIVE_SOURCE, '-o', NATIVE_TARGET], { stdio: 'inherit' });
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const optional = process.argv.includes('--optional');
-  if (nativeBuildNeeded()) {
-    try {
-      process.stderr.write('building build/wal-coalesce.so …\n');
-      buildNative();
-    } catch (error) {
-      process.stderr.write(`could not build build/wal-coalesce.so (${error.message}); SQLite will write its log frame by frame\n`);
-      process.exit(optional ? 0 : 1);
-    }
+/**
+ * Builds it when needed; a failed build is said on stderr (the engine then writes its log frame by frame). Whether
+ * the extension is there and up to date.
+ */
+export function ensureNative() {
+  if (!nativeBuildNeeded()) return true;
+  process.stderr.write('building build/wal-coalesce.so …\n');
+  try {
+    buildNative();
+    return true;
+  } catch (error) {
+    process.stderr.write(`could not build build/wal-coalesce.so (${error.message}); SQLite will write its log frame by frame\n`);
+    return false;
   }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (!ensureNative() && !process.argv.includes('--optional')) process.exit(1);
 }

@@ -1,4 +1,6 @@
-// Builds dist/ when it is missing or older than any source file, the engine's
+// Builds the engine's SQLite extension (build/wal-coalesce.so:
+// scripts/build-native.mjs) when it is missing or older than its source,
+// dist/ when it is missing or older than any source file, the engine's
 // bundle (dist/bundle/main.js: scripts/build-engine.mjs) when it is missing or
 // older than dist/, and the console (dist-console/) when it is missing or
 // older than console/, so
@@ -11,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildEngineBundle, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } from './build-engine.mjs';
 import { buildConsole, consoleBuildNeeded } from './build-console.mjs';
-import { buildNative, nativeBuildNeeded } from './build-native.mjs';
+import { ensureNative } from './build-native.mjs';
 
 function newest(dir) {
   let latest = 0;
@@ -37,14 +39,7 @@ export function buildsNeeded() {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  if (nativeBuildNeeded()) {
-    process.stderr.write('building build/wal-coalesce.so …\n');
-    try {
-      buildNative();
-    } catch (error) {
-      process.stderr.write(`could not build build/wal-coalesce.so (${error.message}); SQLite will write its log frame by frame\n`);
-    }
-  }
+  ensureNative();
   if (distBuildNeeded()) {
     process.stderr.write('building dist/ …\n');
     execSync('npx nest build', { stdio: 'inherit' });
