@@ -19,14 +19,18 @@ export interface GroupCommitOptions {
   /** The largest batch one transaction takes. */
   maxBatch?: number;
   /**
-   * While this says more items are on their way (and at most MAX_HOLDS turns of the event loop), a batch about to
-   * be committed waits one more turn for them. For a commit that blocks the event loop while it syncs (SQLite's
-   * intake): what arrives meanwhile cannot join it, and waits for a commit of its own.
+   * For a commit that blocks the event loop while it syncs (SQLite's intake), where what arrives meanwhile cannot
+   * join it and waits for a commit of its own: a batch about to be committed waits one more turn of the loop (at most
+   * MAX_HOLDS) while items keep arriving, that is while the batch grew in the turn before (webhooks over kept-alive
+   * connections come in bursts, their senders having been answered together by the commit before) or
+   * `moreOnTheirWay` says more are coming. One item alone is committed at once.
    */
+  holdWhileArriving?: boolean;
+  /** Whether more items are on their way (connections accepted whose first request is not read yet). */
   moreOnTheirWay?: () => boolean;
 }
 
-/** Turns of the event loop a batch waits, at most, for items on their way (`moreOnTheirWay`). */
+/** Turns of the event loop a batch waits, at most, for items arriving (`holdWhileArriving`). */
 export const MAX_HOLDS = 2;
 
 /** Told of each committed batch's results, before its callers are. */
@@ -71,7 +75,7 @@ export class GroupCommit<I, O> {
   }
 
   private async flush(): Promise<void> {
-    for (let turn = 0; turn < MAX_HOLDS && this.options.moreOnTheirWay?.(); turn++) await new Promise(setImmediate);
+    if (this.options.holdWhileArriving) await this.whileArriving();
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.options.maxBatch ?? 500);
       try {
@@ -84,5 +88,14 @@ export class GroupCommit<I, O> {
       }
     }
     this.flushing = false;
+  }
+
+  /** Waits a turn of the event loop while items keep arriving (GroupCommitOptions.holdWhileArriving). */
+  private async whileArriving(): Promise<void> {
+    let seen = 1; // the item whose submission started this flush
+    for (let turn = 0; turn < MAX_HOLDS && (this.waiting.length > seen || this.options.moreOnTheirWay?.()); turn++) {
+      seen = this.waiting.length;
+      await new Promise(setImmediate);
+    }
   }
 }

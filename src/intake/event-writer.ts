@@ -255,7 +255,7 @@ export class EventWriter {
       db,
       (manager, events) => this.insert(statementsOf(manager), events),
       // SQLite syncs intake's commit on the event loop: webhooks read meanwhile would wait for a commit of their own.
-      { durable: true, maxBatch: MAX_BATCH, moreOnTheirWay: db.kind === 'sqlite' ? requestsOnTheirWay : undefined },
+      { durable: true, maxBatch: MAX_BATCH, holdWhileArriving: db.kind === 'sqlite', moreOnTheirWay: requestsOnTheirWay },
       () => this.committed(),
     );
   }
