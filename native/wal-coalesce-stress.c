@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sqlite3_walcoalesce_init(sqlite3 *db, char **error, const void *api);
+int sqlite3_walcoalesce_init(sqlite3 *db, char **error, const sqlite3_api_routines *api);
 
 #define ROWS 4000
 #define LARGEST 60000
@@ -63,7 +63,7 @@ static void expectModel(sqlite3 *db, const char *when, int transaction) {
   }
 }
 
-/* One transaction of `ops` random writes on connection `c`; committed or rolled back. */
+/* One transaction of random writes on `db`: committed, or (a fifth of them) rolled back. */
 static void transaction(sqlite3 *db, sqlite3_stmt *put, sqlite3_stmt *del, int large) {
   static unsigned char value[LARGEST];
   int ops = large ? 150 + draw(150) : 1 + draw(40);

@@ -2,8 +2,8 @@
  * native/wal-coalesce.c under AddressSanitizer and UndefinedBehaviorSanitizer: native/wal-coalesce-stress.c, built
  * here with better-sqlite3's own sqlite3.c and the VFS into build/wal-coalesce-stress (again only when a source is
  * newer), runs thousands of random transactions through the VFS on two connections and checks every one against a
- * model (what it does: that file's header). A memory error in the VFS aborts it, where through better-sqlite3 it
- * would at best corrupt a database some day.
+ * model (what it does: that file's header). A memory error in the VFS aborts it, where a test through better-sqlite3
+ * would pass and a database be corrupted some day.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';

@@ -104,7 +104,10 @@ export class ExecutionProgress {
     db: Database,
   ) {
     this.kind = db.kind;
-    this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch), {}, () => this.committed());
+    // SQLite: a batch waits a turn while outcomes keep arriving, as intake's does; without it the outcomes committed in
+    // the turns intake's batch waits went in batches half the size (docs/performance-log.md, session 52).
+    const holdWhileArriving = db.kind === 'sqlite';
+    this.outcomes = new GroupCommit(db, (manager, batch) => this.recordAll(statementsOf(manager), batch), { holdWhileArriving }, () => this.committed());
   }
 
   /** Claims the events that the outcomes of each commit let go, for the event loop (at most one hand-off). */
