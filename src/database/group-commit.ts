@@ -19,11 +19,12 @@ export interface GroupCommitOptions {
   /** The largest batch one transaction takes. */
   maxBatch?: number;
   /**
-   * For a commit that blocks the event loop while it syncs (SQLite's intake), where what arrives meanwhile cannot
-   * join it and waits for a commit of its own: a batch about to be committed waits one more turn of the loop (at most
-   * MAX_HOLDS) while items keep arriving, that is while the batch grew in the turn before (webhooks over kept-alive
-   * connections come in bursts, their senders having been answered together by the commit before) or
-   * `moreOnTheirWay` says more are coming. One item alone is committed at once.
+   * A batch about to be committed waits one more turn of the loop (at most MAX_HOLDS) while items keep arriving,
+   * that is while the batch grew in the turn before or `moreOnTheirWay` says more are coming; one item alone is
+   * committed at once. For SQLite's commits, which run on the event loop: intake's blocks it while it syncs, so what
+   * arrives meanwhile would wait for a commit of its own (webhooks over kept-alive connections come in bursts, their
+   * senders answered together by the commit before); the outcomes' would otherwise run in small pieces in the turns
+   * intake's batch waits.
    */
   holdWhileArriving?: boolean;
   /** Whether more items are on their way (connections accepted whose first request is not read yet). */
