@@ -55,5 +55,9 @@ describe('bench:pair', () => {
     expect(() => pairOptions(['--seconds', '1.5'])).toThrow('--seconds must be a whole number ≥ 1');
     expect(() => pairOptions(['--connections', 'many'])).toThrow('--connections must be a whole number ≥ 1');
     expect(() => pairOptions(['--colour'])).toThrow();
+    // SQLite files unless told; --postgres: the server BENCH_POSTGRES_URL names, else the benchmark's default.
+    expect(defaults.postgresUrl).toBeUndefined();
+    expect(pairOptions(['--postgres'], {}).postgresUrl).toBe('postgres://postgres@127.0.0.1:5432/test');
+    expect(pairOptions(['--postgres'], { BENCH_POSTGRES_URL: 'postgres://u@db.example:6543/x' }).postgresUrl).toBe('postgres://u@db.example:6543/x');
   });
 });

@@ -22,24 +22,29 @@
  * the benchmark's saturated closed loop; here both stayed at 11–12 ms).
  *
  *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
- *                         [--warmup S] [--connections N] [--intake]
+ *                         [--warmup S] [--connections N] [--intake] [--postgres]
  *
  * `--a`/`--b`: a bundle to run (default: dist-bench/bundle/main.js for both;
  * a copy made before a change must sit two folders below the repository, as
  * for bench:instructions, to find its packages). `--a-args`/`--b-args`: options
  * for that engine's node, space-separated (a V8 flag, `--use-largepages=on`).
  * End to end by default (every event matches, its action reaches the fake
- * service); `--intake`: no event matches.
+ * service); `--intake`: no event matches. `--postgres`: each engine on a
+ * database of its own on the PostgreSQL server at BENCH_POSTGRES_URL (the
+ * benchmark's default server otherwise) instead of a SQLite file; the two
+ * engines' backends then share the machine's cores with them, as in the
+ * benchmark's PostgreSQL runs.
  */
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
 import { Cleanup } from './bench-cleanup.js';
 import { cpuPerEvent, joinArrivals } from './bench-closed.js';
-import { createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
+import { createPostgresDatabase, createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
 import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, WebhookPoster } from './bench-load.js';
+import { DEFAULT_POSTGRES } from './bench-options.js';
 import { drain } from './bench-systems.js';
 
 export interface PairOptions {
@@ -51,6 +56,8 @@ export interface PairOptions {
   /** Clients of each engine's closed loop. */
   connections: number;
   intake: boolean;
+  /** The PostgreSQL server each engine gets a database on; SQLite files when undefined. */
+  postgresUrl?: string;
 }
 
 /** One engine's figures in one round. */
@@ -119,8 +126,9 @@ interface Side {
   poster: WebhookPoster;
 }
 
-async function startSide(variant: PairOptions['a'], connections: number, cleanup: Cleanup): Promise<Side> {
-  const db = createSqliteDatabase(cleanup);
+async function startSide(variant: PairOptions['a'], options: PairOptions, cleanup: Cleanup): Promise<Side> {
+  const { connections, postgresUrl } = options;
+  const db = postgresUrl === undefined ? createSqliteDatabase(cleanup) : await createPostgresDatabase(postgresUrl, cleanup);
   const fake = await startFakeService(cleanup);
   const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs }, cleanup);
   const poster = new WebhookPoster(engine.url, connections, 'keep-alive');
@@ -161,10 +169,13 @@ async function round(sides: Side[], options: PairOptions, seconds: number, tag: 
 }
 
 export async function runPair(options: PairOptions, cleanup: Cleanup, say: (line: string) => void): Promise<PairRound[]> {
-  const sides = [await startSide(options.a, options.connections, cleanup), await startSide(options.b, options.connections, cleanup)];
-  say(`A: ${options.a.script} ${options.a.nodeArgs.join(' ')}`.trimEnd());
-  say(`B: ${options.b.script} ${options.b.nodeArgs.join(' ')}`.trimEnd());
-  say(`${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'}, ${options.connections} keep-alive clients each; warming up for ${options.warmUpS} s …`);
+  const sides = [await startSide(options.a, options, cleanup), await startSide(options.b, options, cleanup)];
+  // On PostgreSQL each side's database is named (it is dropped when the run ends).
+  const where = (s: Side) => (s.db.name === 'postgres' ? ` (PostgreSQL database ${s.db.where})` : '');
+  say(`A: ${options.a.script} ${options.a.nodeArgs.join(' ')}`.trimEnd() + where(sides[0]));
+  say(`B: ${options.b.script} ${options.b.nodeArgs.join(' ')}`.trimEnd() + where(sides[1]));
+  const on = options.postgresUrl === undefined ? 'SQLite' : 'PostgreSQL';
+  say(`${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'} on ${on}, ${options.connections} keep-alive clients each; warming up for ${options.warmUpS} s …`);
   if (options.warmUpS > 0) await round(sides, options, options.warmUpS, 'warm', 0);
   const rounds: PairRound[] = [];
   for (let n = 1; n <= options.rounds; n++) {
@@ -182,7 +193,7 @@ function whole(text: string, what: string, least: number): number {
   return n;
 }
 
-export function pairOptions(argv: string[]): PairOptions {
+export function pairOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): PairOptions {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -190,6 +201,7 @@ export function pairOptions(argv: string[]): PairOptions {
       'a-args': { type: 'string', default: '' }, 'b-args': { type: 'string', default: '' },
       rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '10' },
       connections: { type: 'string', default: '16' }, intake: { type: 'boolean', default: false },
+      postgres: { type: 'boolean', default: false },
     },
   });
   return {
@@ -200,6 +212,7 @@ export function pairOptions(argv: string[]): PairOptions {
     warmUpS: whole(values.warmup!, '--warmup', 0),
     connections: whole(values.connections!, '--connections', 1),
     intake: values.intake!,
+    postgresUrl: values.postgres ? (env.BENCH_POSTGRES_URL ?? DEFAULT_POSTGRES) : undefined,
   };
 }
 
