@@ -50,7 +50,7 @@ export interface OpenLoopFigures {
 export type OpenLoopRateFrom = 'half the reference' | 'a quarter of the reference' | 'fixed';
 
 /** Enough sockets that a healthy system never makes a webhook wait for one. */
-const OPEN_LOOP_SOCKETS = 512;
+export const OPEN_LOOP_SOCKETS = 512;
 
 async function sendAndWait(ctx: ScenarioContext, poster: WebhookPoster, events: PreparedEvent[], rate: number, arrivals: ArrivalLog): Promise<OpenLoopResult> {
   const sent = await openLoop(poster, events, rate);
@@ -59,7 +59,8 @@ async function sendAndWait(ctx: ScenarioContext, poster: WebhookPoster, events: 
   return sent;
 }
 
-function join(sent: OpenLoopResult, arrivals: ArrivalLog, count: number) {
+/** Each event's webhook-to-action latency (from the moment it was due), the actions delivered, and their rate, first send to last arrival. */
+export function joinOpenLoop(sent: OpenLoopResult, arrivals: ArrivalLog, count: number) {
   const latencies = new Float64Array(count);
   let n = 0;
   let lastArrival = -Infinity;
@@ -85,7 +86,7 @@ async function measure(ctx: ScenarioContext, target: BenchEngine, rate: number):
     const arrivals = await ctx.fake.beginRun(prefix, count);
     const cpuBefore = target.cpuSeconds();
     const sent = await sendAndWait(ctx, poster, events, rate, arrivals);
-    const joined = join(sent, arrivals, count);
+    const joined = joinOpenLoop(sent, arrivals, count);
     return {
       layout: target.layout, ratePerSecond: rate, sent: count, delivered: joined.delivered,
       missing: (sent.statuses['202'] ?? 0) - joined.delivered,

@@ -32,9 +32,13 @@ describe('bench:pair', () => {
     );
     const rounds = [round, { a: withLatency(side(2000, 250), 20, 40), b: withLatency(side(2000, 250), 10, 30) }];
     expect(pairSummary(rounds).p50!.max).toBeCloseTo(0.5, 9);
-    expect(summaryLine(rounds)).toMatch(/, webhook-to-action p50 0\.403× \(0\.306–0\.500×\)$/);
+    // p99: 33 / 41 and 30 / 40, their median the mean of the two.
+    expect(pairSummary(rounds).p99!.min).toBeCloseTo(0.75, 9);
+    expect(pairSummary(rounds).p99!.max).toBeCloseTo(33 / 41, 9);
+    expect(summaryLine(rounds)).toMatch(/, webhook-to-action p50 0\.403× \(0\.306–0\.500×\), p99 0\.777× \(0\.750–0\.805×\)$/);
     // Intake has no action to wait for: no latency, and no p50 in the summary.
     expect(pairSummary([{ a: side(1000, 200), b: side(1000, 200) }]).p50).toBeUndefined();
+    expect(pairSummary([{ a: side(1000, 200), b: side(1000, 200) }]).p99).toBeUndefined();
   });
 
   it('prints a round and the summary', () => {
@@ -55,6 +59,11 @@ describe('bench:pair', () => {
     expect(() => pairOptions(['--seconds', '1.5'])).toThrow('--seconds must be a whole number ≥ 1');
     expect(() => pairOptions(['--connections', 'many'])).toThrow('--connections must be a whole number ≥ 1');
     expect(() => pairOptions(['--colour'])).toThrow();
+    // An open loop at a rate given, end to end only.
+    expect(defaults.openRate).toBeUndefined();
+    expect(pairOptions(['--open-rate', '1500']).openRate).toBe(1500);
+    expect(() => pairOptions(['--open-rate', '0'])).toThrow('--open-rate must be a whole number ≥ 1, not "0"');
+    expect(() => pairOptions(['--open-rate', '800', '--intake'])).toThrow('--open-rate sends matching webhooks end to end: it cannot be given with --intake');
     // SQLite files unless told; --postgres: the server BENCH_POSTGRES_URL names, else the benchmark's default.
     expect(defaults.postgresUrl).toBeUndefined();
     expect(pairOptions(['--postgres'], {}).postgresUrl).toBe('postgres://postgres@127.0.0.1:5432/test');

@@ -22,14 +22,19 @@
  * the benchmark's saturated closed loop; here both stayed at 11–12 ms).
  *
  *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
- *                         [--warmup S] [--connections N] [--intake] [--postgres]
+ *                         [--warmup S] [--connections N] [--intake] [--open-rate N] [--postgres]
  *
  * `--a`/`--b`: a bundle to run (default: dist-bench/bundle/main.js for both;
  * a copy made before a change must sit two folders below the repository, as
  * for bench:instructions, to find its packages). `--a-args`/`--b-args`: options
  * for that engine's node, space-separated (a V8 flag, `--use-largepages=on`).
  * End to end by default (every event matches, its action reaches the fake
- * service); `--intake`: no event matches. `--postgres`: each engine on a
+ * service); `--intake`: no event matches. `--open-rate N`: instead of the
+ * closed loops, each engine is sent N matching webhooks a second whatever its
+ * answers do (an open loop, as `npm run bench`'s at half and a quarter of the
+ * reference's rate), so that B's latency at a given load, and its CPU for it,
+ * can be told from A's; the latency counts from the moment each webhook was
+ * due. `--postgres`: each engine on a
  * database of its own on the PostgreSQL server at BENCH_POSTGRES_URL (the
  * benchmark's default server otherwise) instead of a SQLite file; the two
  * engines' backends then share the machine's cores with them, as in the
@@ -42,8 +47,9 @@ import { cpuPerEvent, joinArrivals } from './bench-closed.js';
 import { createPostgresDatabase, createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
 import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
+import { joinOpenLoop, OPEN_LOOP_SOCKETS } from './bench-e2e.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
-import { closedLoop, WebhookPoster } from './bench-load.js';
+import { closedLoop, openLoop, WebhookPoster } from './bench-load.js';
 import { DEFAULT_POSTGRES } from './bench-options.js';
 import { drain } from './bench-systems.js';
 
@@ -56,6 +62,8 @@ export interface PairOptions {
   /** Clients of each engine's closed loop. */
   connections: number;
   intake: boolean;
+  /** Each engine sent this many matching webhooks a second (an open loop) instead of its closed loop. */
+  openRate?: number;
   /** The PostgreSQL server each engine gets a database on; SQLite files when undefined. */
   postgresUrl?: string;
 }
@@ -84,8 +92,8 @@ export interface Spread {
   max: number;
 }
 
-/** B over A in each round, summed up over the rounds: events per second, main-thread CPU per event, and (end to end) p50. */
-export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; p50?: Spread } {
+/** B over A in each round, summed up over the rounds: events per second, main-thread CPU per event, and (end to end) p50 and p99. */
+export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; p50?: Spread; p99?: Spread } {
   if (rounds.length === 0) throw new Error('no round to sum up');
   const spread = (ratios: number[]): Spread => {
     const sorted = [...ratios].sort((x, y) => x - y);
@@ -98,7 +106,11 @@ export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mai
     mainCpu: spread(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
   };
   if (!rounds.every((r) => r.a.latency && r.b.latency)) return summary;
-  return { ...summary, p50: spread(rounds.map((r) => r.b.latency!.p50 / r.a.latency!.p50)) };
+  return {
+    ...summary,
+    p50: spread(rounds.map((r) => r.b.latency!.p50 / r.a.latency!.p50)),
+    p99: spread(rounds.map((r) => r.b.latency!.p99 / r.a.latency!.p99)),
+  };
 }
 
 const count = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -115,7 +127,7 @@ export function roundLine(n: number, r: PairRound): string {
 export function summaryLine(rounds: PairRound[]): string {
   const s = pairSummary(rounds);
   const range = (x: Spread) => `${ratio(x.median)} (${x.min.toFixed(3)}–${ratio(x.max)})`;
-  const p50 = s.p50 ? `, webhook-to-action p50 ${range(s.p50)}` : '';
+  const p50 = s.p50 && s.p99 ? `, webhook-to-action p50 ${range(s.p50)}, p99 ${range(s.p99)}` : '';
   return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}${p50}`;
 }
 
@@ -124,6 +136,8 @@ interface Side {
   fake: FakeService;
   db: BenchDatabase;
   poster: WebhookPoster;
+  /** Open loops only: one with sockets enough that a webhook never waits for one. */
+  openPoster?: WebhookPoster;
 }
 
 async function startSide(variant: PairOptions['a'], options: PairOptions, cleanup: Cleanup): Promise<Side> {
@@ -133,7 +147,34 @@ async function startSide(variant: PairOptions['a'], options: PairOptions, cleanu
   const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs }, cleanup);
   const poster = new WebhookPoster(engine.url, connections, 'keep-alive');
   cleanup.add('close the load generator\'s connections', () => poster.close());
-  return { engine, fake, db, poster };
+  if (options.openRate === undefined) return { engine, fake, db, poster };
+  const openPoster = new WebhookPoster(engine.url, OPEN_LOOP_SOCKETS);
+  cleanup.add('close the open loop\'s connections', () => openPoster.close());
+  return { engine, fake, db, poster, openPoster };
+}
+
+/** Both engines sent `openRate` webhooks a second at once for `seconds`, then until each has done what it acknowledged. */
+async function openRound(sides: Side[], openRate: number, seconds: number, tag: string): Promise<SideFigures[]> {
+  const count = Math.max(1, Math.round(openRate * seconds));
+  const runs = await Promise.all(sides.map(async (s, i) => {
+    const prefix = runPrefix(`pair_${tag}_${i}`);
+    return { events: signedEvents('matching', prefix, count), arrivals: await s.fake.beginRun(prefix, count) };
+  }));
+  const start: CpuSplit[] = sides.map((s) => s.engine.cpuSplit!());
+  const began = performance.now();
+  const sent = await Promise.all(sides.map((s, i) => openLoop(s.openPoster!, runs[i].events, openRate)));
+  return Promise.all(sides.map(async (s, i) => {
+    const acknowledged = sent[i].statuses['202'] ?? 0;
+    const notDone = await drain(() => acknowledged - runs[i].arrivals.arrived(), 30_000, 20);
+    if (notDone > 0) throw new Error(`engine ${i === 0 ? 'A' : 'B'} left ${notDone} events undone 30 s after the round`);
+    const joined = joinOpenLoop(sent[i], runs[i].arrivals, count);
+    const cpu = cpuPerEvent(start[i], s.engine.cpuSplit!(), joined.delivered, (performance.now() - began) / 1000);
+    if (cpu === undefined) throw new Error(`engine ${i === 0 ? 'A' : 'B'} handled no event in the round`);
+    return {
+      eventsPerSecond: joined.deliveredPerSecond, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled: joined.delivered,
+      latency: { p50: joined.latencyMs.p50, p99: joined.latencyMs.p99 },
+    };
+  }));
 }
 
 /** Both engines under their closed loops at once for `seconds`, then until each has done what it acknowledged. */
@@ -175,11 +216,16 @@ export async function runPair(options: PairOptions, cleanup: Cleanup, say: (line
   say(`A: ${options.a.script} ${options.a.nodeArgs.join(' ')}`.trimEnd() + where(sides[0]));
   say(`B: ${options.b.script} ${options.b.nodeArgs.join(' ')}`.trimEnd() + where(sides[1]));
   const on = options.postgresUrl === undefined ? 'SQLite' : 'PostgreSQL';
-  say(`${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'} on ${on}, ${options.connections} keep-alive clients each; warming up for ${options.warmUpS} s …`);
-  if (options.warmUpS > 0) await round(sides, options, options.warmUpS, 'warm', 0);
+  const { openRate } = options;
+  const load = openRate === undefined
+    ? `${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'} on ${on}, ${options.connections} keep-alive clients each`
+    : `open loop, end to end (every event matches) on ${on}, ${openRate.toLocaleString('en-US')} webhooks a second each`;
+  say(`${load}; warming up for ${options.warmUpS} s …`);
+  const once = (seconds: number, tag: string, first: 0 | 1) => (openRate === undefined ? round(sides, options, seconds, tag, first) : openRound(sides, openRate, seconds, tag));
+  if (options.warmUpS > 0) await once(options.warmUpS, 'warm', 0);
   const rounds: PairRound[] = [];
   for (let n = 1; n <= options.rounds; n++) {
-    const [a, b] = await round(sides, options, options.seconds, String(n), n % 2 === 1 ? 0 : 1);
+    const [a, b] = await once(options.seconds, String(n), n % 2 === 1 ? 0 : 1);
     rounds.push({ a, b });
     say(roundLine(n, { a, b }));
   }
@@ -201,9 +247,11 @@ export function pairOptions(argv: string[], env: NodeJS.ProcessEnv = process.env
       'a-args': { type: 'string', default: '' }, 'b-args': { type: 'string', default: '' },
       rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '10' },
       connections: { type: 'string', default: '16' }, intake: { type: 'boolean', default: false },
-      postgres: { type: 'boolean', default: false },
+      postgres: { type: 'boolean', default: false }, 'open-rate': { type: 'string' },
     },
   });
+  const openRate = values['open-rate'] === undefined ? undefined : whole(values['open-rate'], '--open-rate', 1);
+  if (openRate !== undefined && values.intake) throw new Error('--open-rate sends matching webhooks end to end: it cannot be given with --intake');
   return {
     a: { script: values.a!, nodeArgs: splitArgs(values['a-args']) },
     b: { script: values.b!, nodeArgs: splitArgs(values['b-args']) },
@@ -212,6 +260,7 @@ export function pairOptions(argv: string[], env: NodeJS.ProcessEnv = process.env
     warmUpS: whole(values.warmup!, '--warmup', 0),
     connections: whole(values.connections!, '--connections', 1),
     intake: values.intake!,
+    openRate,
     postgresUrl: values.postgres ? (env.BENCH_POSTGRES_URL ?? DEFAULT_POSTGRES) : undefined,
   };
 }

@@ -69,7 +69,23 @@ describe('bench:pair', () => {
         expect(p99).toBeGreaterThanOrEqual(p50);
       }
     }
-    expect(lines.at(-1)).toMatch(/^B against A over 2 round\(s\), median \(range\): events\/s [\d.]+× \([\d.]+–[\d.]+×\), main-thread CPU an event [\d.]+× .*, webhook-to-action p50 [\d.]+× /);
+    expect(lines.at(-1)).toMatch(/^B against A over 2 round\(s\), median \(range\): events\/s [\d.]+× \([\d.]+–[\d.]+×\), main-thread CPU an event [\d.]+× .*, webhook-to-action p50 [\d.]+× .*, p99 [\d.]+× /);
+  }, 180_000);
+
+  it('sends each engine webhooks at a fixed rate with --open-rate, and compares their latency at that load', () => {
+    const out = execFileSync(
+      process.execPath,
+      ['dist-bench/bench/bench-pair.js', '--open-rate', '300', '--rounds', '1', '--seconds', '2', '--warmup', '1'],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    const lines = out.trimEnd().split('\n');
+    expect(lines[2]).toBe('open loop, end to end (every event matches) on SQLite, 300 webhooks a second each; warming up for 1 s …');
+    const [round] = expectRounds(lines, 1);
+    // Each engine kept up with 300 a second: its actions delivered at about that rate (first send to last arrival).
+    for (const m of round.matchAll(SIDE)) expect(Number(m[1].replace(/,/g, ''))).toBeGreaterThan(150);
+    const latencies = [...round.matchAll(/p50 \/ p99 ([\d.,]+) \/ ([\d.,]+) ms/g)];
+    expect(latencies).toHaveLength(2);
+    expect(lines.at(-1)).toMatch(/^B against A over 1 round\(s\), .*, webhook-to-action p50 [\d.]+× .*, p99 [\d.]+× /);
   }, 180_000);
 
   it('runs the two engines on PostgreSQL with --postgres, each on a database of its own, dropped afterwards', async () => {
