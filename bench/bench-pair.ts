@@ -34,11 +34,10 @@
  * answers do (an open loop, as `npm run bench`'s at half and a quarter of the
  * reference's rate), so that B's latency at a given load, and its CPU for it,
  * can be told from A's; the latency counts from the moment each webhook was
- * due. `--postgres`: each engine on a
- * database of its own on the PostgreSQL server at BENCH_POSTGRES_URL (the
- * benchmark's default server otherwise) instead of a SQLite file; the two
- * engines' backends then share the machine's cores with them, as in the
- * benchmark's PostgreSQL runs.
+ * due. `--postgres`: each engine on a database of its own on the PostgreSQL
+ * server at BENCH_POSTGRES_URL (the benchmark's default server otherwise)
+ * instead of a SQLite file; the two engines' backends then share the
+ * machine's cores with them, as in the benchmark's PostgreSQL runs.
  */
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
@@ -135,9 +134,8 @@ interface Side {
   engine: BenchEngine;
   fake: FakeService;
   db: BenchDatabase;
+  /** The closed loop's `connections` kept-alive sockets, or an open loop's sockets enough that a webhook never waits for one. */
   poster: WebhookPoster;
-  /** Open loops only: one with sockets enough that a webhook never waits for one. */
-  openPoster?: WebhookPoster;
 }
 
 async function startSide(variant: PairOptions['a'], options: PairOptions, cleanup: Cleanup): Promise<Side> {
@@ -145,12 +143,9 @@ async function startSide(variant: PairOptions['a'], options: PairOptions, cleanu
   const db = postgresUrl === undefined ? createSqliteDatabase(cleanup) : await createPostgresDatabase(postgresUrl, cleanup);
   const fake = await startFakeService(cleanup);
   const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs }, cleanup);
-  const poster = new WebhookPoster(engine.url, connections, 'keep-alive');
+  const poster = options.openRate === undefined ? new WebhookPoster(engine.url, connections, 'keep-alive') : new WebhookPoster(engine.url, OPEN_LOOP_SOCKETS);
   cleanup.add('close the load generator\'s connections', () => poster.close());
-  if (options.openRate === undefined) return { engine, fake, db, poster };
-  const openPoster = new WebhookPoster(engine.url, OPEN_LOOP_SOCKETS);
-  cleanup.add('close the open loop\'s connections', () => openPoster.close());
-  return { engine, fake, db, poster, openPoster };
+  return { engine, fake, db, poster };
 }
 
 /** Both engines sent `openRate` webhooks a second at once for `seconds`, then until each has done what it acknowledged. */
@@ -162,7 +157,7 @@ async function openRound(sides: Side[], openRate: number, seconds: number, tag: 
   }));
   const start: CpuSplit[] = sides.map((s) => s.engine.cpuSplit!());
   const began = performance.now();
-  const sent = await Promise.all(sides.map((s, i) => openLoop(s.openPoster!, runs[i].events, openRate)));
+  const sent = await Promise.all(sides.map((s, i) => openLoop(s.poster, runs[i].events, openRate)));
   return Promise.all(sides.map(async (s, i) => {
     const acknowledged = sent[i].statuses['202'] ?? 0;
     const notDone = await drain(() => acknowledged - runs[i].arrivals.arrived(), 30_000, 20);
