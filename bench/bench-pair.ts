@@ -42,7 +42,7 @@
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
 import { Cleanup } from './bench-cleanup.js';
-import { cpuPerEvent, joinArrivals } from './bench-closed.js';
+import { cpuPerEvent, joinArrivals, type CpuPerEvent } from './bench-closed.js';
 import { createPostgresDatabase, createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
 import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
@@ -148,6 +148,19 @@ async function startSide(variant: PairOptions['a'], options: PairOptions, cleanu
   return { engine, fake, db, poster };
 }
 
+/**
+ * After a round, one engine (`i`: 0 is A): waits until `left` says it has done all it acknowledged (30 s at most),
+ * then its main thread's CPU per event `handled` since `start`.
+ */
+async function settle(i: number, engine: BenchEngine, start: CpuSplit, began: number, left: () => number | Promise<number>, handled: () => number): Promise<CpuPerEvent> {
+  const name = i === 0 ? 'A' : 'B';
+  const notDone = await drain(left, 30_000, 20);
+  if (notDone > 0) throw new Error(`engine ${name} left ${notDone} events undone 30 s after the round`);
+  const cpu = cpuPerEvent(start, engine.cpuSplit!(), handled(), (performance.now() - began) / 1000);
+  if (cpu === undefined) throw new Error(`engine ${name} handled no event in the round`);
+  return cpu;
+}
+
 /** Both engines sent `openRate` webhooks a second at once for `seconds`, then until each has done what it acknowledged. */
 async function openRound(sides: Side[], openRate: number, seconds: number, tag: string): Promise<SideFigures[]> {
   const count = Math.max(1, Math.round(openRate * seconds));
@@ -160,11 +173,9 @@ async function openRound(sides: Side[], openRate: number, seconds: number, tag: 
   const sent = await Promise.all(sides.map((s, i) => openLoop(s.poster, runs[i].events, openRate)));
   return Promise.all(sides.map(async (s, i) => {
     const acknowledged = sent[i].statuses['202'] ?? 0;
-    const notDone = await drain(() => acknowledged - runs[i].arrivals.arrived(), 30_000, 20);
-    if (notDone > 0) throw new Error(`engine ${i === 0 ? 'A' : 'B'} left ${notDone} events undone 30 s after the round`);
+    const arrived = () => runs[i].arrivals.arrived();
+    const cpu = await settle(i, s.engine, start[i], began, () => acknowledged - arrived(), arrived);
     const joined = joinOpenLoop(sent[i], runs[i].arrivals, count);
-    const cpu = cpuPerEvent(start[i], s.engine.cpuSplit!(), joined.delivered, (performance.now() - began) / 1000);
-    if (cpu === undefined) throw new Error(`engine ${i === 0 ? 'A' : 'B'} handled no event in the round`);
     return {
       eventsPerSecond: joined.deliveredPerSecond, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled: joined.delivered,
       latency: { p50: joined.latencyMs.p50, p99: joined.latencyMs.p99 },
@@ -190,12 +201,9 @@ async function round(sides: Side[], options: PairOptions, seconds: number, tag: 
   return Promise.all(sides.map(async (s, i) => {
     const acknowledged = results[i].statuses['202'] ?? 0;
     const left = options.intake ? () => s.db.waiting() : () => acknowledged - runs[i].arrivals.arrived();
-    const notDone = await drain(left, 30_000, 20);
-    if (notDone > 0) throw new Error(`engine ${i === 0 ? 'A' : 'B'} left ${notDone} events undone 30 s after the round`);
-    const handled = options.intake ? acknowledged : runs[i].arrivals.arrived();
-    const cpu = cpuPerEvent(start[i], s.engine.cpuSplit!(), handled, (performance.now() - began) / 1000);
-    if (cpu === undefined) throw new Error(`engine ${i === 0 ? 'A' : 'B'} handled no event in the round`);
-    const figures: SideFigures = { eventsPerSecond: acknowledged / results[i].seconds, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled };
+    const handled = () => (options.intake ? acknowledged : runs[i].arrivals.arrived());
+    const cpu = await settle(i, s.engine, start[i], began, left, handled);
+    const figures: SideFigures = { eventsPerSecond: acknowledged / results[i].seconds, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled: handled() };
     if (!options.intake) {
       const { p50, p99 } = joinArrivals(results[i], runs[i].arrivals.arrivals, Infinity).latencyMs;
       figures.latency = { p50, p99 };
