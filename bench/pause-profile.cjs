@@ -25,10 +25,9 @@
  * both have the hook.
  */
 'use strict';
-const { join } = require('node:path');
 const { tmpdir } = require('node:os');
-const { writeFileSync } = require('node:fs');
 const { PerformanceObserver, monitorEventLoopDelay, constants } = require('node:perf_hooks');
+const { statementPrototype, writeSummaryEvery } = require('./hook-support.cjs');
 
 /** A timer this late, or a pause or COMMIT this long, is listed with its time. */
 const STALL_MS = 8;
@@ -116,15 +115,8 @@ function report({ loopDelayMs, stalls, gc, commits }) {
 
 /** Times better-sqlite3's COMMITs (the engine runs each as a prepared statement). */
 function timeCommits(commits) {
-  let Database;
-  try {
-    Database = require(join(__dirname, '..', 'node_modules', 'better-sqlite3'));
-  } catch {
-    return; // no SQLite driver: a PostgreSQL engine's pauses only
-  }
-  const probe = new Database(':memory:');
-  const prototype = Object.getPrototypeOf(probe.prepare('SELECT 1'));
-  probe.close();
+  const prototype = statementPrototype();
+  if (prototype === undefined) return; // no SQLite driver: a PostgreSQL engine's pauses only
   const original = prototype.run;
   prototype.run = function timed(...params) {
     if (this.source !== 'COMMIT') return original.apply(this, params);
@@ -140,12 +132,5 @@ function timeCommits(commits) {
 {
   const pauses = createPauses();
   timeCommits(pauses.commits);
-  const base = join(process.env.PAUSE_PROFILE_DIR ?? tmpdir(), `pause-profile-${process.pid}`);
-  const write = () => {
-    const summary = pauses.summary();
-    writeFileSync(`${base}.json`, JSON.stringify(summary));
-    writeFileSync(`${base}.txt`, report(summary));
-  };
-  setInterval(write, 1_000).unref();
-  process.on('exit', write);
+  writeSummaryEvery(process.env.PAUSE_PROFILE_DIR ?? tmpdir(), 'pause-profile', () => pauses.summary(), report, 1_000);
 }

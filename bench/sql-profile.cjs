@@ -18,11 +18,8 @@
  * other, not the engine's speed with and without the hook.
  */
 'use strict';
-const { join } = require('node:path');
 const { tmpdir } = require('node:os');
-const { writeFileSync } = require('node:fs');
-
-const Database = require(join(__dirname, '..', 'node_modules', 'better-sqlite3'));
+const { statementPrototype, writeSummaryEvery } = require('./hook-support.cjs');
 
 /** A statement's text as one line, its start only. */
 function shortText(sql) {
@@ -87,9 +84,8 @@ function report({ transactions, statements }) {
 }
 
 function install(profile) {
-  const probe = new Database(':memory:');
-  const prototype = Object.getPrototypeOf(probe.prepare('SELECT 1'));
-  probe.close();
+  const prototype = statementPrototype();
+  if (prototype === undefined) return; // no SQLite driver: nothing to time
   for (const method of ['run', 'all', 'get']) {
     const original = prototype[method];
     prototype[method] = function timed(...params) {
@@ -106,12 +102,5 @@ function install(profile) {
 {
   const profile = createProfile();
   install(profile);
-  const base = join(process.env.SQL_PROFILE_DIR ?? tmpdir(), `sql-profile-${process.pid}`);
-  const write = () => {
-    const summary = profile.summary();
-    writeFileSync(`${base}.json`, JSON.stringify(summary));
-    writeFileSync(`${base}.txt`, report(summary));
-  };
-  setInterval(write, 2_000).unref();
-  process.on('exit', write);
+  writeSummaryEvery(process.env.SQL_PROFILE_DIR ?? tmpdir(), 'sql-profile', () => profile.summary(), report, 2_000);
 }
