@@ -196,10 +196,17 @@ describe.each(kinds)('time and sets on $name', (kind) => {
     await start([{ ...escalateLater, id: 'escalate-in-an-hour', actions: [{ type: 'delay', params: { duration: 'PT1H' } }, escalateLater.actions[1]] }]);
     const resumed = await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'SLA resumed' });
     await createTaskAsAPerson(sim, { project_id: 'prj_1', title: 'SLA cancelled' });
-    const [a, b] = await waitUntil(async () => {
+    const waiting = await waitUntil(async () => {
       const found = await executionsOf('escalate-in-an-hour');
       return found.length === 2 && found.every((x) => x.status === 'waiting') ? found : undefined;
     });
+    // Which is which by the task each event is about: two executions made in one commit share created_at,
+    // and then the list's order between them is that of their ids.
+    const taskOf = async (x: { event_id: string }) => (await body(engine.admin(`/admin/events/${encodeURIComponent(x.event_id)}`))).payload.data.task.id;
+    const tasks = await Promise.all(waiting.map(taskOf));
+    const a = waiting[tasks.indexOf(resumed.id)];
+    const b = waiting[1 - tasks.indexOf(resumed.id)];
+    expect(a).toBeDefined();
     expect((await engine.admin(`/admin/executions/${a.id}/resume`, { method: 'POST' })).status).toBe(200);
     const cancel = await engine.admin(`/admin/executions/${b.id}/cancel`, { method: 'POST' });
     expect(cancel.status).toBe(200);
