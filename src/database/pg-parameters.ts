@@ -77,7 +77,7 @@ export function binaryArray(values: readonly unknown[], type: ElementType): Buff
     sizes[i] = size;
     total += 4 + size;
   }
-  const out = Buffer.allocUnsafe(total) as Buffer & Utf8Writer;
+  const out = Buffer.allocUnsafe(total);
   out.writeInt32BE(values.length === 0 ? 0 : 1, 0);
   out.writeInt32BE(hasNull, 4);
   out.writeInt32BE(type, 8);
@@ -87,32 +87,14 @@ export function binaryArray(values: readonly unknown[], type: ElementType): Buff
   let at = 20;
   for (let i = 0; i < values.length; i++) {
     const size = sizes[i]!;
-    at = int32At(out, size, at);
+    at = out.writeInt32BE(size, at);
     if (size < 0) continue;
     const value = values[i];
-    if (type === 23) at = int32At(out, value as number, at);
-    else if (type === 16) out[at++] = value ? 1 : 0;
-    // Room to the buffer's end, not `size`: V8's WriteUtf8 takes its fast path only with room for 3 bytes a character.
-    else at += out.utf8Write(value as string, at, out.length - at);
+    if (type === 23) at = out.writeInt32BE(value as number, at);
+    else if (type === 16) at = out.writeUInt8(value ? 1 : 0, at);
+    else at += out.write(value as string, at);
   }
   return out;
-}
-
-/**
- * `Buffer#utf8Write`, the binding `buf.write(text, offset)` calls after checking its arguments (node:buffer): the
- * offset here is known good. Undocumented but in every Node release since 0.x.
- */
-interface Utf8Writer {
-  utf8Write(text: string, offset: number, length: number): number;
-}
-
-/** A big-endian int32 at `at` (what `writeInt32BE` writes, without its range checks: sizes and int4s checked above). */
-function int32At(out: Buffer, value: number, at: number): number {
-  out[at] = value >>> 24;
-  out[at + 1] = value >>> 16;
-  out[at + 2] = value >>> 8;
-  out[at + 3] = value;
-  return at + 4;
 }
 
 /** What JSON escapes in a way a PostgreSQL array literal does not read back: control characters. */

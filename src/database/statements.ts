@@ -13,7 +13,6 @@
  * Statements are written with `?` placeholders and adapted to the database.
  */
 import { createHash } from 'node:crypto';
-import type pg from 'pg';
 import type { EntityManager } from 'typeorm';
 import { kindOf, toDialect } from './sql.js';
 import { arrayParameterTypes, pgParameter } from './pg-parameters.js';
@@ -58,7 +57,7 @@ interface PgResult {
   rowCount: number | null;
 }
 interface PgQueryable {
-  query(config: { name: string; text: string; values: unknown[] } | pg.Query): Promise<PgResult>;
+  query(config: { name: string; text: string; values: unknown[] }): Promise<PgResult>;
 }
 
 const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
@@ -150,32 +149,11 @@ export function corkThisTick(session: object): void {
   });
 }
 
-/**
- * PostgreSQL: a named statement on one session (a pg Client), as a Query made here and handed to it with its own
- * callback. `client.query({ name, text, values })` copies the config through `Object.getOwnPropertyDescriptors` and
- * wraps its promise in a `.catch` that captures a new stack: about 1 % of the main thread's CPU on PostgreSQL. A
- * Query made from the text alone skips the copy; its name is set before the session looks at it.
- */
-function sessionQuery(session: PgQueryable, name: string, text: string, values: unknown[]): Promise<PgResult> {
-  // The session's own class's Query: TypeORM loads pg itself, and the session takes a Query of another copy of pg for
-  // a custom query class, which pipeline mode refuses.
-  const { Query } = session.constructor as unknown as { Query: typeof pg.Query };
-  return new Promise((resolve, reject) => {
-    const query = new Query(text, values, (error: Error | undefined, result: PgResult) => (error ? reject(error) : resolve(result)));
-    (query as unknown as { name: string }).name = name;
-    void session.query(query);
-  });
-}
-
 function pgStatements(client: PgQueryable): Statements {
-  // A pool (no session of its own: the data source's, outside a transaction) takes the config as before: a Query with
-  // a callback of its own would never give its session back to the pool.
-  const session = 'connection' in client;
   const query = (sql: string, params: readonly unknown[]) => {
     corkThisTick(client);
     const { name, text, elementTypes } = pgStatement(sql);
-    const values = params.map((value, i) => pgParameter(value, elementTypes[i]));
-    return session ? sessionQuery(client, name, text, values) : client.query({ name, text, values });
+    return client.query({ name, text, values: params.map((value, i) => pgParameter(value, elementTypes[i])) });
   };
   return {
     async rows<T>(sql: string, params: readonly unknown[] = []) {
