@@ -11,6 +11,8 @@ const kinds = await databasesUnderTest('hot-path statements');
 
 describe.each(kinds)('hot-path statements on $name', (kind) => {
   const store = useQueueStore(kind);
+  /** A table of one key, for the refusals below. */
+  const createProbe = () => store.db.write((manager) => statementsOf(manager).run('CREATE TABLE statements_probe (id INTEGER PRIMARY KEY)'));
 
   it('answers rows and counts inside a transaction, each statement with its own parameters', async () => {
     const answered = await store.db.write(async (manager) => {
@@ -25,7 +27,7 @@ describe.each(kinds)('hot-path statements on $name', (kind) => {
   });
 
   it("fails with the database's own error, and leaves nothing of the transaction", async () => {
-    await store.db.write((manager) => statementsOf(manager).run('CREATE TABLE statements_probe (id INTEGER PRIMARY KEY)'));
+    await createProbe();
     const failed = store.db.write(async (manager) => {
       const sql = statementsOf(manager);
       await sql.run('INSERT INTO statements_probe (id) VALUES (?)', [7]);
@@ -49,7 +51,7 @@ describe.each(kinds)('hot-path statements on $name', (kind) => {
   });
 
   it("fails the commit with a queued statement's error, and stores nothing of it", async () => {
-    await store.db.write((manager) => statementsOf(manager).run('CREATE TABLE statements_probe (id INTEGER PRIMARY KEY)'));
+    await createProbe();
     const failed = store.db.write(async (manager) => {
       const sql = statementsOf(manager);
       void sql.queue('INSERT INTO statements_probe (id) VALUES (?)', [1]);
