@@ -6,7 +6,7 @@
  */
 'use strict';
 const { join } = require('node:path');
-const { writeFileSync } = require('node:fs');
+const { mkdirSync, writeFileSync } = require('node:fs');
 
 /** better-sqlite3's Statement prototype (found through a statement of a connection in memory), or undefined without the driver. */
 function statementPrototype() {
@@ -24,8 +24,12 @@ function statementPrototype() {
   }
 }
 
-/** Writes `<dir>/<name>-<pid>.json` (the summary) and `.txt` (its report) every `everyMs` and as the process exits. */
+/**
+ * Writes `<dir>/<name>-<pid>.json` (the summary) and `.txt` (its report) every `everyMs` and as the process exits;
+ * makes `dir` first (a folder that was not there made the engine exit on the first write, ENOENT in a timer).
+ */
 function writeSummaryEvery(dir, name, summarize, report, everyMs) {
+  mkdirSync(dir, { recursive: true });
   const base = join(dir, `${name}-${process.pid}`);
   const write = () => {
     const summary = summarize();

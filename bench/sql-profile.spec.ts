@@ -54,4 +54,20 @@ describe('the SQL profile hook', () => {
     const text = readFileSync(join(dir, `sql-profile-${child.pid}.txt`), 'utf8');
     expect(text).toMatch(/^\s+3\s+3\.0\s+\d+\s+\d+\s+\d+\s+INSERT INTO t \(v\) VALUES \(\?\)$/m);
   });
+
+  it('makes its folder when it is not there yet, instead of making the process it watches exit', () => {
+    const script = join(dir, 'work.cjs');
+    writeFileSync(script, `
+      const Database = require(${JSON.stringify(DRIVER)});
+      const db = new Database(':memory:');
+      db.prepare('SELECT 1').get();
+      setTimeout(() => undefined, 2_300); // past the hook's first write, two seconds in
+    `);
+    const folder = join(dir, 'not', 'there', 'yet');
+    const child = spawnSync(process.execPath, ['--require', HOOK, script], { env: { ...process.env, SQL_PROFILE_DIR: folder }, encoding: 'utf8' });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    const summary = JSON.parse(readFileSync(join(folder, `sql-profile-${child.pid}.json`), 'utf8')) as Summary;
+    expect(summary.statements.map((s) => s.text)).toContain('SELECT 1');
+  });
 });
