@@ -29,6 +29,20 @@ describe('leases being taken', () => {
     expect(leases.takenBefore()).toBe(start.getTime() + 2_000);
   });
 
+  it('holds back the leases taken since a piece of work began until it settles, whether it succeeded or threw', async () => {
+    let finish!: () => void;
+    const succeeding = leases.during(() => new Promise<string>((resolve) => (finish = () => resolve('done'))));
+    clock.advance(1_000);
+    await expect(leases.during(async () => {
+      expect(leases.takenBefore()).toBe(start.getTime());
+      throw new Error('refused');
+    })).rejects.toThrow('refused');
+    expect(leases.takenBefore()).toBe(start.getTime());
+    finish();
+    await expect(succeeding).resolves.toBe('done');
+    expect(leases.takenBefore()).toBe(start.getTime() + 1_000);
+  });
+
   it("keeps one of intake's commits at a time: the next one's start ends the last one's, which may have failed untold", () => {
     leases.commitStarts('intake');
     clock.advance(1_000);

@@ -32,6 +32,16 @@ export class LeasesBeingTaken {
     this.taking.delete(taking);
   }
 
+  /** `work` (a claim or commit that leases runs, and what starts them) counted as being under way until it settles. */
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    const taking = this.starts();
+    try {
+      return await work();
+    } finally {
+      this.ends(taking);
+    }
+  }
+
   /** The next commit of the kind begins; the one before it ended, or failed (then nothing else said it ended). */
   commitStarts(which: SerialCommit): void {
     this.commitEnds(which);

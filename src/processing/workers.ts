@@ -12,7 +12,8 @@
  * new resources held behind creates in flight too, and the outcome commits
  * that end those creates let them go: parked-events.ts.) On SQLite an outcome
  * commit also decides the events it lets go, as intake's commit decides new
- * ones (EventProcessor.decideLetGo): the loop gets only what it could not.
+ * ones (EventProcessor.decideLetGo): the loop gets only what it could not. So
+ * does the loop's own claim there, in its transaction (event-claims.ts).
  *
  * This is the one catch boundary of processing (catch-boundary.ts): any throw
  * while handling one item is logged and recorded on the item as a failed
@@ -40,7 +41,8 @@ import { Database } from '../database/database.service.js';
 import { EventWriter } from '../intake/event-writer.js';
 import { EventProcessor } from './event-processor.js';
 import { ExecutionProgress } from './execution-progress.js';
-import { CLAIM_MIN, claimSize, handedBatchSize } from './claim-size.js';
+import { CLAIM_MIN, handedBatchSize } from './claim-size.js';
+import { EventClaims, type ClaimDecided } from './event-claims.js';
 import { Replicas } from './replicas.js';
 import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
@@ -70,12 +72,6 @@ const HANDED_MAX = 256;
  * transactions and 34–36 rows read per event instead of 0.23–0.24 and 48–51, e2e p50 82–89 ms instead of 227–407.
  */
 const MAX_IN_FLIGHT = 256;
-/**
- * After a claim that found nothing, the next one waits this long (events handed over by intake do not): every
- * action run that ends wakes the loop, which under load is far more often than a claim can find something new, and
- * a claim costs (on PostgreSQL, which plans it afresh each time, a few milliseconds of the server's CPU).
- */
-const EMPTY_CLAIM_PAUSE_MS = 10;
 /** While the event loop is ahead of the actions (runs-ahead.ts), it looks again this often. */
 const RUNS_AHEAD_PAUSE_MS = 20;
 
@@ -115,11 +111,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly claimedAfter = new Set<string>();
   /** The event loop sleeps, waiting for work. */
   private eventLoopIdle = false;
-  private emptyClaimAt = 0;
+  private readonly claims: EventClaims;
   /** What the outcomes' commit under way decided of the events it let go (SQLite; one commit at a time). */
   private letGo: { decided: ClaimedEvent[]; made: CreatedRun[] } | undefined;
-  /** How many events the event loop's next claim asks for (claimSize). */
-  private claimLimit = EVENT_BATCH;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -133,6 +127,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     progress: ExecutionProgress,
   ) {
     this.leasing = new LeasesBeingTaken(clock);
+    this.claims = new EventClaims(db, clock, queue, processor);
     this.takeFromIntake(writer);
     this.takeFromOutcomes(progress);
     this.maxInFlight = Math.max(4, Math.min(MAX_IN_FLIGHT, Math.ceil(config.rateLimitPerMinute / 60)));
@@ -205,8 +200,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private async decideLetGo(sql: Statements, { events, complete }: HandedOver<ClaimedEvent>): Promise<HandedOver<ClaimedEvent>> {
     if (events.length === 0 || this.db.kind === 'postgres') return { events, complete };
     this.leasing.commitStarts('outcomes');
-    const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
-    const { decided, rest, made } = await this.processor.decideLetGo(sql, events, nowIso(this.clock), handOff);
+    const { decided, rest, made } = await this.processor.decideLetGo(sql, events, nowIso(this.clock), this.handOff());
     this.letGo = { decided, made };
     return { events: rest, complete };
   }
@@ -248,7 +242,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     const pause = new Backoff();
     while (this.running) {
       const batch = (await this.handBackLeases()) ? await this.nextBatch() : undefined;
-      const more = batch && batch.events.length > 0 ? await this.track(this.processBatch(batch.events, batch.full)) : false;
+      const more = batch !== undefined && (await this.track(this.processClaimed(batch)));
       if (this.storageFailing) await this.events.sleep(pause.next());
       else {
         pause.reset();
@@ -273,21 +267,23 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    * nothing (the usual case once those commits hand their events over: a
    * wake-up then costs one index probe).
    */
-  private async nextBatch(): Promise<{ events: ClaimedEvent[]; full: boolean } | undefined> {
+  private async nextBatch(): Promise<Omit<ClaimDecided, 'taken'> | undefined> {
     if (this.handed.length === 0) await this.lookAtParked();
-    const pause = this.emptyClaimAt + EMPTY_CLAIM_PAUSE_MS - Date.now();
+    const pause = this.claims.pauseMs();
     if (this.handed.length === 0 && pause > 0) await this.idle(() => this.handedArrival.sleep(pause));
     // Ahead of the actions, the loop claims nothing and looks again shortly; events handed over are taken at once.
     while (this.running && this.handed.length === 0 && this.runsAhead.ahead(this.slots.size, this.maxInFlight)) await this.handedArrival.sleep(RUNS_AHEAD_PAUSE_MS);
-    if (this.handed.length > 0) return { events: this.handed.splice(0, handedBatchSize(this.db.kind)), full: false };
+    if (this.handed.length > 0) return { rest: this.handed.splice(0, handedBatchSize(this.db.kind)), full: false, decided: [], made: [] };
     if (!this.running) return undefined;
     const maybe = await this.guard('look for claimable events', () => this.queue.anyClaimable());
     if (maybe === false) return undefined;
-    const limit = this.claimLimit;
-    const claims = await this.guard('claim events', () => this.queue.claimEvents(limit));
-    if (claims?.length === 0) this.emptyClaimAt = Date.now();
-    if (claims) this.claimLimit = claimSize(this.db.kind, limit, claims.length);
-    return claims && { events: claims, full: claims.length === limit };
+    // The runs of the events the claim decides (SQLite) are leased as the loop's commit leases them (processBatch).
+    return this.leasing.during(async () => {
+      const claimed = await this.guard('claim events', () => this.claims.claim(this.handOff()));
+      if (claimed && claimed.decided.length > 0) this.replicas.countEvents(claimed.decided.length);
+      this.startCreated(claimed?.made ?? []);
+      return claimed;
+    });
   }
 
   /** The loop's own look at the parked events, for creates that end with no outcome recorded (ParkedEvents). */
@@ -326,6 +322,12 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     return true;
   }
 
+  /** Evaluates and commits what the claim did not decide; true when events may be claimable at once (processBatch). */
+  private async processClaimed({ rest, full, decided, made }: Omit<ClaimDecided, 'taken'>): Promise<boolean> {
+    const more = rest.length > 0 && (await this.processBatch(rest, full));
+    return more || (decided.length > 0 && (full || this.handed.length > 0 || !allHoldTheirResource(decided, made)));
+  }
+
   /**
    * Evaluates a claimed batch concurrently, then commits it in one transaction.
    * True when events may be claimable at once (claim again without waiting for a nudge): a claim that took all it
@@ -342,15 +344,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
       if (ready) prepared.push(ready);
     });
     // The first action runs go to this process's action loop in the same commit, as far as it has room.
-    const leasing = this.leasing.starts();
-    let created: CreatedRun[] | undefined;
-    try {
-      const handOff = this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
-      created = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, handOff));
-      this.startCreated(created ?? []);
-    } finally {
-      this.leasing.ends(leasing);
-    }
+    const created = await this.leasing.during(async () => {
+      const made = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, this.handOff()));
+      this.startCreated(made ?? []);
+      return made;
+    });
     // Committing each event on its own cannot help when the database takes no writes at all.
     if (created === undefined && this.leasesToHandBack) return true;
     if (created === undefined) {
@@ -376,16 +374,13 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     while (this.running) {
       // No more than the rate budget can start now: a run it cannot start would only be handed back (budget-wait.ts).
       const room = this.runner.room(Math.min(this.maxInFlight - this.slots.size, ACTION_BATCH));
-      const leasing = this.leasing.starts();
-      let claims: ClaimedActionRun[] | undefined;
-      try {
-        claims = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
-        const taken = claims ?? [];
+      const claims = await this.leasing.during(async () => {
+        const claimed = room.free > 0 ? await this.guard('claim action runs', () => this.queue.claimActionRuns(room.free, this.runner.leaseMs)) : [];
+        const taken = claimed ?? [];
         const executions = await this.guard('read the executions of claimed runs', () => this.runner.executionsOf(taken));
         for (const claim of taken) this.startAction(claim, executions?.get(claim.execution_id));
-      } finally {
-        this.leasing.ends(leasing);
-      }
+        return claimed;
+      });
       this.actionClaimFull = claims === undefined || claims.length >= room.free;
       this.runsAhead.claimed(claims && { asked: room.free, took: claims.length });
       if (this.storageFailing) await this.actions.sleep(pause.next());
@@ -441,6 +436,11 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private intakeHandOff(): HandOff | undefined {
     if (!this.running) return undefined;
     this.leasing.commitStarts('intake');
+    return this.handOff();
+  }
+
+  /** How a commit may lease the runs it creates to this process: as far as the action loop has room now. */
+  private handOff(): HandOff {
     return this.queue.handOff(this.runner.leaseMs, this.runner.room(this.maxInFlight - this.slots.size).free);
   }
 
