@@ -337,12 +337,14 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   private async processBatch(claims: ClaimedEvent[], full: boolean): Promise<boolean> {
     const prepared: PreparedEvent[] = [];
     const known = await this.guard('read resources of the batch', () => this.processor.knownResources(claims.filter((claim) => !claim.evaluated)));
+    // A claim's worth at a time, with a turn of the event loop between: PostgreSQL's batches of up to 256 (claim-size.ts)
+    // evaluated at once held back every webhook and every answer from the server meanwhile.
     await mapLimit(claims, EVENT_CONCURRENCY, async (claim) => {
       const ready = await this.guard(`event ${claim.event_id}`, () => this.processor.prepare(claim, known), (error) =>
         this.processor.recordCrash(claim, this.queue.owner, error),
       );
       if (ready) prepared.push(ready);
-    });
+    }, EVENT_BATCH);
     // The first action runs go to this process's action loop in the same commit, as far as it has room.
     const created = await this.leasing.during(async () => {
       const made = await this.guard('commit evaluated events', () => this.processor.commitAll(prepared, this.queue.owner, this.handOff()));
