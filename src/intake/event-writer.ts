@@ -55,7 +55,10 @@ export type WriteOutcome = 'accepted' | 'duplicate';
  * until the create ends.)
  */
 export interface FreshEventsHandOff<Made = never> {
-  /** Which of this commit's new events to lease; undefined: none (the loop is stopped or has no room). */
+  /**
+   * Which of this commit's new events to lease; undefined: none (the loop is stopped, or has no room and no decider
+   * asks). With room 0 (SQLite) it leases none, but says which events are free for the decider to decide.
+   */
   lease(): FreshLease | undefined;
   /**
    * SQLite: how the commit of `events` decides, one by one, an event the lease would hand over and free to be
@@ -335,10 +338,11 @@ export class EventWriter {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
       const seen = e.resourceKey === null || (decider ? decider.seen(e.resourceKey) : (await sql.rows(HAS_SNAPSHOT, [e.resourceKey])).length > 0);
-      const [leased] = lease !== undefined && room > 0
+      // Without room for more, the lease is still asked of an event the decider may decide (a decided one takes none).
+      const [free] = lease !== undefined && (room > 0 || decider !== undefined)
         ? await sql.rows<LeaseRow>(this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, seen ? 1 : 0, ...lease.params])
         : [];
-      const decided = leased && !leased.held ? await decider?.decide(fresh[i]) : undefined;
+      const decided = free && !free.held ? await decider?.decide(fresh[i]) : undefined;
       if (decided) {
         const seq = await sql.insertOne(INSERT_DECIDED, [
           e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, decided.status, e.source, e.payload, decided.depth, e.replayOf ?? null,
@@ -349,6 +353,7 @@ export class EventWriter {
         inserted.push({ seq, event_id: e.eventId, leased: false, decided: fresh[i], made });
         continue;
       }
+      const leased = room > 0 ? free : undefined;
       const seq = await sql.insertOne(INSERT_ONE, [
         e.eventId, e.type, e.resourceKey, scopeKind, scopeParent, e.source, e.payload, e.depth ?? 0, e.replayOf ?? null, now, now,
         seen ? 1 : 0, leased ? lease?.owner : null, leased ? lease?.until : null,

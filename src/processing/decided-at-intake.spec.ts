@@ -184,6 +184,49 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     expect(handed.map((e) => e.event_id)).toEqual([event.id]);
   });
 
+  it('decides what it can when the event loop has no room for more, and leaves the rest unleased for a claim', async () => {
+    let complete: boolean | undefined;
+    core.writer.handOffTo({
+      // As workers.ts asks it while the loop holds as many handed events as it may (HANDED_MAX).
+      lease: () => core.queue.freshLease(0, true),
+      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
+      take: (leased, all, stored) => {
+        handed.push(...leased);
+        decided.push(...stored);
+        complete = all;
+      },
+    });
+    const inArchived = aRule({ ...inArchivedProject.definition, on: 'task.created' });
+    core.useRules(releasesOnly, inArchived);
+    const routine = updated();
+    const asksTheService = taskEvent('task.created', { title: 'New' });
+    await storeAll([routine, asksTheService]);
+
+    expect(decided.map((e) => e.event_id)).toEqual([routine.id]);
+    expect(handed).toEqual([]);
+    expect(complete).toBe(false);
+    expect(await core.event(routine.id)).toMatchObject({ status: 'ignored', leaseOwner: null });
+    expect(await core.event(asksTheService.id)).toMatchObject({ status: 'received', leaseOwner: null });
+    expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual([asksTheService.id]);
+  });
+
+  it('decides nothing and leases nothing without room when the lease is not asked to decide (PostgreSQL, or before)', async () => {
+    core.useRules(releasesOnly);
+    core.writer.handOffTo({
+      lease: () => core.queue.freshLease(0),
+      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
+      take: (leased, _all, stored) => {
+        handed.push(...leased);
+        decided.push(...stored);
+      },
+    });
+    const routine = updated();
+    await core.store(routine);
+
+    expect(decided).toEqual([]);
+    expect(await core.event(routine.id)).toMatchObject({ status: 'received', leaseOwner: null });
+  });
+
   it('decides nothing behind an earlier event about its resource still waiting, nor behind a create in flight', async () => {
     core.useRules(releasesOnly);
     const waiting = updated({ id: 'tsk_w', title: 'Release 1' });

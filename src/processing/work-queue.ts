@@ -368,10 +368,13 @@ export class WorkQueue {
 
   /**
    * The lease intake's next commit gives the new events this process may evaluate at once (event-writer.ts
-   * FreshLease), `room` at most; none without room. The others wait for a claim, as before.
+   * FreshLease), `room` at most; none without room, unless `decides` (SQLite, whose commit decides the events free to
+   * be evaluated, FreshEventsHandOff.decider): a decided event takes no room, so the lease still says which are free.
+   * The others wait for a claim, as before.
    */
-  freshLease(room: number): FreshLease | undefined {
-    if (room <= 0) return undefined;
+  freshLease(room: number, decides = false): FreshLease | undefined {
+    if (room <= 0 && !decides) return undefined;
+    room = Math.max(0, room);
     const until = isoIn(this.clock, EVENT_LEASE_MS);
     const kind = this.db.kind;
     // SQLite's lease answers only which are held: the writer stores each it leases with `owner` and `until` itself.

@@ -136,7 +136,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** What intake's commits hand over: the events they lease, and (SQLite) those they decide with their first runs. */
   private takeFromIntake(writer: EventWriter): void {
     writer.handOffTo<CreatedRun>({
-      lease: () => this.queue.freshLease(this.running ? HANDED_MAX - this.handed.length - this.parked.size : 0),
+      lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size, this.db.kind === 'sqlite') : undefined),
       // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there),
       // which also writes the executions of the rules that matched it and their first runs, handed to the action loop.
       decider: this.db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.intakeHandOff()) : undefined,
