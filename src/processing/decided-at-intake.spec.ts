@@ -13,7 +13,7 @@ import { scopeOfEvent } from '../causal-scope.js';
 import { ResourceProvenanceEntity } from '../database/resource-provenance.entity.js';
 import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 import { statementsOf } from '../database/statements.js';
-import type { FreshEvent } from '../intake/event-writer.js';
+import type { FreshEvent, FreshLease } from '../intake/event-writer.js';
 import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { databasesUnderTest, sqliteUnderTest } from '../../test/support/databases.js';
@@ -57,17 +57,23 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     core = await openCore(sqliteUnderTest());
     handed = [];
     decided = [];
-    core.writer.handOffTo({
-      lease: () => core.queue.freshLease(100),
-      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
-      take: (leased, _complete, stored) => {
-        handed.push(...leased);
-        decided.push(...stored);
-      },
-    });
+    handOff(() => core.queue.freshLease(100));
   });
 
   afterEach(() => core.close());
+
+  /** Intake's hand-off as workers.ts wires it, leasing as `lease` says: what it leases and decides goes to `handed`, `decided`. */
+  function handOff(lease: () => FreshLease | undefined, taken: (complete: boolean) => void = () => undefined): void {
+    core.writer.handOffTo({
+      lease,
+      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
+      take: (leased, complete, stored) => {
+        handed.push(...leased);
+        decided.push(...stored);
+        taken(complete);
+      },
+    });
+  }
 
   const updated = (task: Record<string, unknown> = {}) => taskEvent('task.updated', { title: 'Routine update', ...task });
   const storeAll = (events: EventEnvelope[]) => storeTogether(core, events);
@@ -186,16 +192,8 @@ describe('events decided in the commit that stores them (SQLite)', () => {
 
   it('decides what it can when the event loop has no room for more, and leaves the rest unleased for a claim', async () => {
     let complete: boolean | undefined;
-    core.writer.handOffTo({
-      // As workers.ts asks it while the loop holds as many handed events as it may (HANDED_MAX).
-      lease: () => core.queue.freshLease(0, true),
-      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
-      take: (leased, all, stored) => {
-        handed.push(...leased);
-        decided.push(...stored);
-        complete = all;
-      },
-    });
+    // As workers.ts asks it while the loop holds as many handed events as it may (HANDED_MAX).
+    handOff(() => core.queue.freshLease(0, true), (all) => (complete = all));
     const inArchived = aRule({ ...inArchivedProject.definition, on: 'task.created' });
     core.useRules(releasesOnly, inArchived);
     const routine = updated();
@@ -212,14 +210,7 @@ describe('events decided in the commit that stores them (SQLite)', () => {
 
   it('decides nothing and leases nothing without room when the lease is not asked to decide (PostgreSQL, or before)', async () => {
     core.useRules(releasesOnly);
-    core.writer.handOffTo({
-      lease: () => core.queue.freshLease(0),
-      decider: (sql, events, now) => core.processor.deciderAtIntake(sql, events, now),
-      take: (leased, _all, stored) => {
-        handed.push(...leased);
-        decided.push(...stored);
-      },
-    });
+    handOff(() => core.queue.freshLease(0));
     const routine = updated();
     await core.store(routine);
 
