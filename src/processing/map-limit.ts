@@ -6,7 +6,7 @@
 export async function mapLimit<T>(items: T[], limit: number, work: (item: T) => Promise<void>, turnEvery = Infinity): Promise<void> {
   for (let start = 0; start < items.length; start += turnEvery) {
     if (start > 0) await new Promise(setImmediate);
-    const chunk = start === 0 && items.length <= turnEvery ? items : items.slice(start, start + turnEvery);
+    const chunk = items.slice(start, start + turnEvery);
     let next = 0;
     const lanes = Array.from({ length: Math.min(limit, chunk.length) }, async () => {
       while (next < chunk.length) await work(chunk[next++]);
