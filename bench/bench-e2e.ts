@@ -22,6 +22,7 @@ import { runPrefix, signedEvents } from './bench-events.js';
 import type { ArrivalLog } from './bench-fake-service.js';
 import { openLoop, summarize, WebhookPoster, type LatencySummary, type OpenLoopResult, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
+import { busyPercent, machineTicks } from './machine-cpu.js';
 import { drain, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
 export interface OpenLoopFigures {
@@ -43,6 +44,10 @@ export interface OpenLoopFigures {
   duplicateActions: number;
   /** Share of one core the system used, first send to last arrival. */
   cpuPercent: number;
+  /** The same for the benchmark's own process (the load generator and the fake service), over the same span. */
+  benchCpuPercent: number;
+  /** Share of all the machine's cores busy over the same span, every process counted (undefined off Linux). */
+  machineBusyPercent?: number;
   memory: EngineMemory;
 }
 
@@ -85,14 +90,21 @@ async function measure(ctx: ScenarioContext, target: BenchEngine, rate: number):
     const events = signedEvents('matching', prefix, count);
     const arrivals = await ctx.fake.beginRun(prefix, count);
     const cpuBefore = target.cpuSeconds();
+    const benchBefore = process.cpuUsage();
+    const machineBefore = machineTicks();
     const sent = await sendAndWait(ctx, poster, events, rate, arrivals);
+    const bench = process.cpuUsage(benchBefore);
+    const machineBusy = busyPercent(machineBefore, machineTicks());
     const joined = joinOpenLoop(sent, arrivals, count);
+    const share = (cpuSeconds: number) => (joined.span > 0 ? (cpuSeconds / joined.span) * 100 : 0);
     return {
       layout: target.layout, ratePerSecond: rate, sent: count, delivered: joined.delivered,
       missing: (sent.statuses['202'] ?? 0) - joined.delivered,
       deliveredPerSecond: joined.deliveredPerSecond, latencyMs: joined.latencyMs, ackLatencyMs: sent.ackLatencyMs,
       maxSendLagMs: sent.maxSendLagMs, duplicateActions: arrivals.duplicates(),
-      cpuPercent: joined.span > 0 ? ((target.cpuSeconds() - cpuBefore) / joined.span) * 100 : 0,
+      cpuPercent: share(target.cpuSeconds() - cpuBefore),
+      benchCpuPercent: share((bench.user + bench.system) / 1e6),
+      machineBusyPercent: machineBusy,
       memory: target.memory(),
     };
   } finally {

@@ -106,16 +106,28 @@ function openLoopTable(all: OpenLoopFigures[], drainLimitS: number): string[] {
   if (all.length === 0) return [];
   const first = all[0];
   const rate = `${OPEN_LOOP_RATES[first.rateFrom]}, ${int(first.ratePerSecond)} events/s`;
-  const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS'];
+  const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS', 'bench CPU', 'machine busy'];
   const rows = all.map((f) => [
     systemLabel(f.system), int(f.deliveredPerSecond), ms(f.latencyMs.p50), ms(f.latencyMs.p99), ms(f.latencyMs.max), ms(f.ackLatencyMs.p99),
     int(f.missing), `${int(f.cpuPercent)} %`, `${int(f.memory.peakRssMb ?? f.memory.rssMb)} MB`,
+    `${int(f.benchCpuPercent)} %`, f.machineBusyPercent === undefined ? '–' : `${int(f.machineBusyPercent)} %`,
   ]);
-  const notes = all.filter((f) => f.maxSendLagMs > 20 || f.duplicateActions > 0 || f.deliveredPerSecond < f.ratePerSecond * 0.95).map((f) =>
-    `    ${systemLabel(f.system)}: ${f.deliveredPerSecond < f.ratePerSecond * 0.95 ? 'fell behind the offered rate (latency measures a growing queue); ' : ''}` +
+  const notes = all.filter((f) => f.maxSendLagMs > 20 || f.duplicateActions > 0 || fellBehind(f)).map((f) =>
+    `    ${systemLabel(f.system)}: ${fellBehind(f) ? `fell behind the offered rate (latency measures a growing queue)${saturated(f) ? ' on a machine with every core busy' : ''}; ` : ''}` +
     `load generator up to ${ms(f.maxSendLagMs)} late${f.duplicateActions > 0 ? `; ${int(f.duplicateActions)} actions arrived twice` : ''}`);
-  return [`open loop, end to end at ${rate}, keep-alive (not arrived: ${drainLimitS} s after sending stopped):`, ...table([header, ...rows]), ...notes];
+  return [
+    `open loop, end to end at ${rate}, keep-alive (not arrived: ${drainLimitS} s after sending stopped; CPU: the system's, bench CPU: the load ` +
+      'generator and fake service, each in % of one core; machine busy: all its cores, every process):',
+    ...table([header, ...rows]), ...notes,
+  ];
 }
+
+const fellBehind = (f: OpenLoopFigures): boolean => f.deliveredPerSecond < f.ratePerSecond * 0.95;
+
+/** At or over this share of all cores busy, a system that fell behind was short of CPU (the machine's, not only its own). */
+export const MACHINE_SATURATED_PERCENT = 90;
+
+const saturated = (f: OpenLoopFigures): boolean => (f.machineBusyPercent ?? 0) >= MACHINE_SATURATED_PERCENT;
 
 export function backlogLines(all: BacklogFigures[]): string[] {
   return all.flatMap((b) => [b.emptyQueue, b.backlog].some((d) => d.failed) ? [
