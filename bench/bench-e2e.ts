@@ -46,7 +46,10 @@ export interface OpenLoopFigures {
   cpuPercent: number;
   /** The same for the benchmark's own process (the load generator and the fake service), over the same span. */
   benchCpuPercent: number;
-  /** Share of all the machine's cores busy over the same span, every process counted (undefined off Linux). */
+  /**
+   * Share of all the machine's cores busy, every process counted, from the first send until the drain ended (all
+   * acted on, or the drain limit): undefined off Linux.
+   */
   machineBusyPercent?: number;
   memory: EngineMemory;
 }
