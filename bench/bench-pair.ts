@@ -236,7 +236,8 @@ export async function runPair(options: PairOptions, cleanup: Cleanup, say: (line
   return rounds;
 }
 
-function whole(text: string, what: string, least: number): number {
+/** `text` as a whole number of at least `least`, or an error naming the option (`what`) and what was given. */
+export function whole(text: string, what: string, least: number): number {
   const n = Number(text);
   if (!Number.isInteger(n) || n < least) throw new Error(`${what} must be a whole number ≥ ${least}, not ${JSON.stringify(text)}`);
   return n;

@@ -30,6 +30,7 @@ import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { WebhookPoster, type PreparedEvent } from './bench-load.js';
 import { BenchUsageError } from './bench-options.js';
 import { OPEN_LOOP_SOCKETS } from './bench-e2e.js';
+import { whole } from './bench-pair.js';
 import { int } from './bench-tables.js';
 import { busyPercent, machineTicks, type MachineTicks } from './machine-cpu.js';
 
@@ -85,9 +86,7 @@ export function stepsOptions(argv: string[]): StepsOptions {
     args: argv,
     options: { steps: { type: 'string', default: DEFAULT_STEPS }, connections: { type: 'string', default: String(OPEN_LOOP_SOCKETS) } },
   });
-  const connections = Number(values.connections);
-  if (!Number.isInteger(connections) || connections < 1) throw new BenchUsageError(`--connections must be a whole number ≥ 1, not ${JSON.stringify(values.connections)}`);
-  return { steps: parseSteps(values.steps!), connections };
+  return { steps: parseSteps(values.steps!), connections: whole(values.connections!, '--connections', 1) };
 }
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
