@@ -26,7 +26,7 @@ import type { ArrivalLog } from './bench-fake-service.js';
 import { closedLoop, summarize, WebhookPoster, type ClosedLoopResult, type ConnectionMode, type LatencySummary, type PreparedEvent } from './bench-load.js';
 import type { Layout } from './bench-options.js';
 import { BackendCpu, hotUpdates, mapCounters, settledCounters, subtract, type HotUpdates, type PgCounters } from './bench-pgstats.js';
-import { drain, epochNow, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
+import { drain, epochNow, isEngine, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
 export type LoadKind = 'e2e' | 'intake';
 
@@ -118,9 +118,9 @@ function failures(statuses: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
 }
 
-/** Intake on the engine: events received and not yet processed. The reference processes nothing further. */
+/** Intake on the engine: events received and not yet processed. The reference and the flow engine keep no such count. */
 function waitingWork(system: SystemName, database: BenchDatabase): () => Promise<number> {
-  return system === 'reference' ? async () => 0 : () => database.waiting();
+  return isEngine(system) ? () => database.waiting() : async () => 0;
 }
 
 /**

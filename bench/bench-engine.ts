@@ -30,6 +30,8 @@ const BENCH_ADMIN_TOKEN = 'bench_admin_token_0123456789';
 /** The engine built beside the benchmark (bench/tsconfig.json compiles src/ into dist-bench/src/; bench/ensure-build.mjs bundles it). */
 export const ENGINE_MAIN = fileURLToPath(new URL('../bundle/main.js', import.meta.url));
 export const REFERENCE_MAIN = fileURLToPath(new URL('./reference-server.js', import.meta.url));
+/** The in-memory flow engine (flow-engine.ts: Node-RED's runtime and one flow). */
+export const FLOW_MAIN = fileURLToPath(new URL('./flow-engine.js', import.meta.url));
 
 /**
  * The one rule loaded: it listens to every task event and evaluates a
@@ -252,6 +254,16 @@ function startChild(settings: EngineSettings, cleanup: Cleanup): Promise<BenchEn
 /** The reference server (reference-server.ts) on a SQLite file, sending its actions to `serviceUrl`. */
 export function startReference(databaseFile: string, serviceUrl: string, cleanup: Cleanup): Promise<BenchEngine> {
   return startChildProcess({ what: 'reference server', script: REFERENCE_MAIN, env: referenceEnv(databaseFile, serviceUrl), nodeArgs: [], readyPath: '/health' }, cleanup);
+}
+
+/** The in-memory flow engine (flow-engine.ts), sending its actions to `serviceUrl`; it stores nothing. */
+export function startFlowEngine(serviceUrl: string, cleanup: Cleanup): Promise<BenchEngine> {
+  return startChildProcess({ what: 'in-memory flow engine', script: FLOW_MAIN, env: flowEnv(serviceUrl), nodeArgs: [], readyPath: '/health' }, cleanup);
+}
+
+/** The flow engine's configuration (flow-engine.ts reads only these, and PORT and HOST). */
+export function flowEnv(serviceUrl: string): Record<string, string> {
+  return { WEBHOOK_SECRET: BENCH_SECRET, SERVICE_API_URL: serviceUrl, SERVICE_API_KEY: BENCH_API_KEY };
 }
 
 /** The reference server's configuration (reference-server.ts reads only these, and PORT and HOST). */

@@ -9,6 +9,7 @@ import type { Paint } from '../src/cli/cli-output.js';
 import { describeLayout } from './bench-engine.js';
 import type { MatchingBenchmark } from './bench-matching.js';
 import { replicaLines } from './bench-replicas.js';
+import { isEngine } from './bench-systems.js';
 import type { BenchResults } from './bench-results.js';
 import { backlogLines, closedLoopLines, int, openLoopLines, startupLines } from './bench-tables.js';
 import { judgeTargets, LOAD_GENERATOR_BUSY, targetLines } from './bench-targets.js';
@@ -40,7 +41,7 @@ function saturationWarning(results: BenchResults): string | undefined {
 
 export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint; green: Paint }): string[] {
   const m = results.machine;
-  const layout = results.closedLoop.find((f) => f.system !== 'reference')?.layout ?? results.options.layout;
+  const layout = results.closedLoop.find((f) => isEngine(f.system))?.layout ?? results.options.layout;
   const load = `load average ${m.loadAverageAtStart.toFixed(2)} at the start, ${(m.loadAverageAtEnd ?? 0).toFixed(2)} at the end`;
   const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}; ${describeLayout(layout)}; ${load}):`)];
   for (const warning of [loadWarning(m), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));

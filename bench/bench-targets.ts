@@ -8,6 +8,7 @@ import type { ClosedLoopFigures } from './bench-closed.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
 import { decimal, int, ms, ratio, referenceOf, seconds } from './bench-tables.js';
 import { claimTime } from './bench-waiting.js';
+import { isEngine } from './bench-systems.js';
 
 /** Share of a core (%) above which the load generator may have been what capped a closed loop (bench-report.ts warns). */
 export const LOAD_GENERATOR_BUSY = 85;
@@ -92,8 +93,8 @@ function backlog(r: BenchResults, system: 'sqlite' | 'postgres'): Check {
 
 function peakRss(r: BenchResults): Check {
   const runs = [
-    ...r.closedLoop.filter((f) => f.system !== 'reference').map((f) => ({ mb: f.memory.peakRssMb, what: `${f.kind} ${f.connectionMode} ${f.system}` })),
-    ...r.openLoop.filter((f) => f.system !== 'reference').map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}` })),
+    ...r.closedLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `${f.kind} ${f.connectionMode} ${f.system}` })),
+    ...r.openLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}` })),
     ...r.backlog.flatMap((b) => [b.emptyQueue, b.backlog].map((d) => ({ mb: d.memory.peakRssMb, what: `backlog ${int(d.waiting)} ${b.system}` }))),
     ...r.waiting.flatMap((w) => [w.empty, w.seeded].map((d) => ({ mb: d.peakRssMb, what: `${int(d.waiting)} waiting ${w.system}` }))),
   ].filter((x): x is { mb: number; what: string } => x.mb !== undefined);

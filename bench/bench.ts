@@ -121,10 +121,11 @@ async function engineParts(options: BenchOptions, cleanup: Cleanup, cli: CliCont
     withDatabase: (name, work) => withDatabase(name, options, cleanup, work),
   };
   const databases = await databaseNames(options, results);
-  const systems: SystemName[] = ['reference', ...databases];
+  const systems: SystemName[] = ['reference', 'flow', ...databases];
   const wants = (section: BenchOptions['sections'][number]) => options.sections.includes(section);
   if (wants('e2e')) await closedLoops(ctx, systems, 'e2e', options.connectionModes, results, cli);
-  if (wants('intake')) await closedLoops(ctx, systems, 'intake', options.connectionModes, results, cli);
+  // A quick run, which keeps under a minute, compares the flow engine end to end only.
+  if (wants('intake')) await closedLoops(ctx, options.quick ? systems.filter((s) => s !== 'flow') : systems, 'intake', options.connectionModes, results, cli);
   // The target is SQLite's; the reference's and PostgreSQL's open loops are for comparison only: a quick run skips them
   // (PostgreSQL, which falls behind at that rate, then spent more of a quick run catching up than any other part).
   if (wants('open')) await openLoops(ctx, options.quick ? databases.filter((name) => name === 'sqlite') : systems, results, cli);

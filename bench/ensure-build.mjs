@@ -18,26 +18,65 @@ function newest(path) {
   return Math.max(0, ...readdirSync(path).map((name) => newest(join(path, name))));
 }
 
-const entry = join(OUT, 'bench', 'bench.js');
-const built = existsSync(entry) ? statSync(entry).mtimeMs : 0;
-if (built < Math.max(...SOURCES.map(newest))) {
-  process.stderr.write(`building ${OUT}/ …\n`);
-  rmSync(OUT, { recursive: true, force: true });
+/**
+ * Two builds at once (two test files that run the benchmark, or a benchmark started beside them) take turns: the
+ * second waits for the first, then finds its output current. The lock is a folder (mkdir either makes it or fails);
+ * one left by a build that was killed is taken over after LOCK_STALE_MS.
+ */
+const LOCK = `${OUT}.lock`;
+const LOCK_STALE_MS = 600_000;
+
+function lockAge() {
   try {
-    execSync('npx tsc -p bench/tsconfig.json', { stdio: 'inherit' });
+    return Date.now() - statSync(LOCK).mtimeMs;
   } catch {
-    // tsc writes its output even when the types are wrong; a later run must not take that for a build.
-    rmSync(OUT, { recursive: true, force: true });
-    process.stderr.write(`${OUT}/ was not built: fix the errors above\n`);
-    process.exit(1);
+    return 0; // let go meanwhile: try again
   }
 }
-// The engine as `npm start` runs it: one bundle (scripts/build-engine.mjs), built from dist-bench/src/.
-const { buildEngineBundle, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
-const [engineEntry, engineBundle] = [join(OUT, 'src', 'main.js'), join(OUT, 'bundle', 'main.js')];
-if (engineBundleNeeded(engineEntry, engineBundle)) await buildEngineBundle(engineEntry, engineBundle);
-// Copied every time: cheap, and never stale. (The SQLite extension only when npm install built it: src/database/wal-coalesce.ts.)
-for (const asset of [...ASSETS, ...['build/wal-coalesce.so'].filter((file) => existsSync(file))]) {
-  mkdirSync(join(OUT, dirname(asset)), { recursive: true });
-  copyFileSync(asset, join(OUT, asset));
+
+async function takeLock() {
+  for (;;) {
+    try {
+      mkdirSync(LOCK);
+      return;
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw error;
+      if (lockAge() > LOCK_STALE_MS) rmSync(LOCK, { recursive: true, force: true });
+      else await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+function fail(message) {
+  rmSync(LOCK, { recursive: true, force: true });
+  process.stderr.write(message);
+  process.exit(1);
+}
+
+await takeLock();
+try {
+  const entry = join(OUT, 'bench', 'bench.js');
+  const built = existsSync(entry) ? statSync(entry).mtimeMs : 0;
+  if (built < Math.max(...SOURCES.map(newest))) {
+    process.stderr.write(`building ${OUT}/ …\n`);
+    rmSync(OUT, { recursive: true, force: true });
+    try {
+      execSync('npx tsc -p bench/tsconfig.json', { stdio: 'inherit' });
+    } catch {
+      // tsc writes its output even when the types are wrong; a later run must not take that for a build.
+      rmSync(OUT, { recursive: true, force: true });
+      fail(`${OUT}/ was not built: fix the errors above\n`);
+    }
+  }
+  // The engine as `npm start` runs it: one bundle (scripts/build-engine.mjs), built from dist-bench/src/.
+  const { buildEngineBundle, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
+  const [engineEntry, engineBundle] = [join(OUT, 'src', 'main.js'), join(OUT, 'bundle', 'main.js')];
+  if (engineBundleNeeded(engineEntry, engineBundle)) await buildEngineBundle(engineEntry, engineBundle);
+  // Copied every time: cheap, and never stale. (The SQLite extension only when npm install built it: src/database/wal-coalesce.ts.)
+  for (const asset of [...ASSETS, ...['build/wal-coalesce.so'].filter((file) => existsSync(file))]) {
+    mkdirSync(join(OUT, dirname(asset)), { recursive: true });
+    copyFileSync(asset, join(OUT, asset));
+  }
+} finally {
+  rmSync(LOCK, { recursive: true, force: true });
 }
