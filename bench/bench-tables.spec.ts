@@ -51,6 +51,16 @@ describe('the engine against the in-memory flow engine', () => {
     expect(lines.at(-1)).toMatch(/^ {4}events handled, sending and drain together, against the in-memory flow engine \(Node-RED\): engine, SQLite /);
   });
 
+  it("judges the issue's goal: every engine handled more events a second end to end than the flow engine", () => {
+    const goal = (closedLoop: ClosedLoopFigures[]) =>
+      judgeTargets({ closedLoop, openLoop: [], backlog: [], startup: [], waiting: [] } as unknown as BenchResults).find((t) => t.target.startsWith('the goal'));
+
+    expect(goal([flow, sqlite, postgres])).toMatchObject({ figure: "SQLite 2.50×, PostgreSQL 1.25× Node-RED's (1,040 a second)", verdict: 'met' });
+    const slow = run('postgres', { eventsPerSecond: 900, handled: 9_000, cpuSeconds: 10 });
+    expect(goal([flow, sqlite, slow])).toMatchObject({ figure: "SQLite 2.50×, PostgreSQL 0.87× Node-RED's (1,040 a second)", verdict: 'not met' });
+    expect(goal([sqlite, postgres])).toMatchObject({ figure: '–', verdict: 'not measured' });
+  });
+
   it("leaves the flow engine's memory out of the engine's peak RSS target", () => {
     const results = { closedLoop: [flow, sqlite, postgres], openLoop: [], backlog: [], startup: [], waiting: [] } as unknown as BenchResults;
     const rss = judgeTargets(results).find((t) => t.target.startsWith('engine peak RSS'));

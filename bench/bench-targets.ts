@@ -6,7 +6,7 @@
  */
 import type { ClosedLoopFigures } from './bench-closed.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
-import { decimal, int, ms, ratio, referenceOf, seconds } from './bench-tables.js';
+import { decimal, handledPerSecond, int, ms, ratio, referenceOf, seconds } from './bench-tables.js';
 import { claimTime } from './bench-waiting.js';
 import { isEngine } from './bench-systems.js';
 
@@ -103,6 +103,19 @@ function peakRss(r: BenchResults): Check {
   return { figure: `highest ${int(worst.mb)} MB (${worst.what}), over ${runs.length} engine runs`, met: worst.mb <= PEAK_RSS_MB };
 }
 
+/**
+ * The issue's goal beyond its figures: a durable engine that outruns the engines keeping their backlog in memory. Each
+ * engine measured end to end over the flow engine (bench/flow-engine.ts), by the events each handled a second over
+ * its run and drain together (bench-tables.ts handledPerSecond): met when every one handled more.
+ */
+function fasterThanFlowEngine(r: BenchResults): Check {
+  const flow = closed(r, 'flow', 'e2e');
+  const engines = (['sqlite', 'postgres'] as const).map((name) => closed(r, name, 'e2e')).filter((f): f is ClosedLoopFigures => f !== undefined);
+  if (!flow || handledPerSecond(flow) <= 0 || engines.length === 0) return undefined;
+  const each = engines.map((f) => `${f.system === 'sqlite' ? 'SQLite' : 'PostgreSQL'} ${ratio(handledPerSecond(f) / handledPerSecond(flow))}`);
+  return { figure: `${each.join(', ')} Node-RED's (${int(handledPerSecond(flow))} a second)`, met: engines.every((f) => handledPerSecond(f) > handledPerSecond(flow)) };
+}
+
 function startup(r: BenchResults): Check {
   const s = r.startup.find((x) => x.ruleFiles >= 1_000);
   if (!s) return undefined;
@@ -144,6 +157,7 @@ export function judgeTargets(r: BenchResults): TargetVerdict[] {
     verdict('PostgreSQL drain rate with a backlog ≥ 0.8 × empty queue', backlog(r, 'postgres')),
     verdict(`engine peak RSS ≤ ${PEAK_RSS_MB} MB in these runs`, peakRss(r)),
     verdict(`start-up ≤ ${STARTUP_S} s with 1,000 rule files`, startup(r)),
+    verdict('the goal: end to end faster than an in-memory flow engine (events handled a second)', fasterThanFlowEngine(r)),
     verdict(`SQLite: claim time and RSS with ${int(WAITING_TARGET)} waiting within ${WAITING_RATIO}× of an empty database, none touched`, waiting(r, 'sqlite')),
     verdict(`PostgreSQL: claim time and RSS with ${int(WAITING_TARGET)} waiting within ${WAITING_RATIO}× of an empty database, none touched`, waiting(r, 'postgres')),
   ];
