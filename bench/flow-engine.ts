@@ -6,7 +6,7 @@
  * BENCH_RULE), the way a Node-RED user would draw it:
  *
  *   http in (POST /webhooks, body not parsed)
- *     → function "verify": the signature (HMAC-SHA256 of the body's bytes, as
+ *     → function "verify the webhook": the signature (HMAC-SHA256 of the body's bytes, as
  *       the engine checks it), the JSON; 401 or 400, else 202 at once
  *         → http response
  *     → switch: `type` is task.created → switch: the title starts with "Bench"
@@ -64,7 +64,7 @@ msg.payload = JSON.stringify({ project_id: event.data.task.project_id, title: 'F
 return msg;`;
 
 /** The flow, as Node-RED's editor would export it. */
-export const FLOW = [
+const FLOW = [
   { id: 'f0', type: 'tab', label: 'Webhooks' },
   { id: 'f1', z: 'f0', type: 'http in', url: '/webhooks', method: 'post', skipBodyParsing: true, wires: [['f2']] },
   { id: 'f2', z: 'f0', type: 'function', name: 'verify the webhook', func: VERIFY, outputs: 2, wires: [['f3'], ['f4']] },
