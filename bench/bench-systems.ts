@@ -1,8 +1,8 @@
 /**
  * What the measured runs share: the systems under test (the reference server,
- * the in-memory flow engine, the engine on SQLite, the engine on PostgreSQL), how each is started against
- * the run's fake service, and how long a run waits for the work acknowledged
- * to be done.
+ * the in-memory flow engine, the engine on SQLite, the engine on PostgreSQL),
+ * how each is started against the run's fake service, and how long a run waits
+ * for the work acknowledged to be done.
  */
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';

@@ -108,11 +108,13 @@ function peakRss(r: BenchResults): Check {
  * engine measured end to end over the flow engine (bench/flow-engine.ts), by the events each handled a second over
  * its run and drain together (bench-tables.ts handledPerSecond): met when every one handled more.
  */
+const DATABASE_LABEL = { sqlite: 'SQLite', postgres: 'PostgreSQL' } as const;
+
 function fasterThanFlowEngine(r: BenchResults): Check {
   const flow = closed(r, 'flow', 'e2e');
-  const engines = (['sqlite', 'postgres'] as const).map((name) => closed(r, name, 'e2e')).filter((f): f is ClosedLoopFigures => f !== undefined);
+  const engines = (['sqlite', 'postgres'] as const).flatMap((name) => closed(r, name, 'e2e') ?? []);
   if (!flow || handledPerSecond(flow) <= 0 || engines.length === 0) return undefined;
-  const each = engines.map((f) => `${f.system === 'sqlite' ? 'SQLite' : 'PostgreSQL'} ${ratio(handledPerSecond(f) / handledPerSecond(flow))}`);
+  const each = engines.map((f) => `${DATABASE_LABEL[f.system as keyof typeof DATABASE_LABEL]} ${ratio(handledPerSecond(f) / handledPerSecond(flow))}`);
   return { figure: `${each.join(', ')} Node-RED's (${int(handledPerSecond(flow))} a second)`, met: engines.every((f) => handledPerSecond(f) > handledPerSecond(flow)) };
 }
 
