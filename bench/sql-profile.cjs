@@ -4,9 +4,12 @@
  * engine. It wraps better-sqlite3's statements (run, all, get) and counts, per
  * statement text, calls and time, and per kind of transaction (named by its
  * first statement after BEGIN: intake's, the event loop's, the outcomes', …)
- * how many committed, their statements, and the time of the whole transaction
- * and of its COMMIT. Sessions 29 and 34 timed statements with such a hook; this
- * is it, kept.
+ * how many committed, their statements, the time of its statements in all and
+ * of its COMMIT, and how long it held the thread from BEGIN to the end of its
+ * COMMIT (its statements and the JavaScript between them: what a transaction
+ * run whole elsewhere would take off the thread, as long as it awaits nothing
+ * but its statements). Sessions 29 and 34 timed statements with such a hook;
+ * this is it, kept.
  *
  *   BENCH_ENGINE_NODE_ARGS="--require $PWD/bench/sql-profile.cjs" BENCH_POSTGRES=off \
  *     npm run bench -- --only e2e --connection keep-alive
@@ -40,18 +43,19 @@ function createProfile() {
       counted.ms += ms;
       statements.set(text, counted);
       if (/^BEGIN/i.test(text)) {
-        open = { kind: null, statements: 0, ms };
+        open = { kind: null, statements: 0, ms, begunAt: performance.now() - ms };
         return;
       }
       if (open === null) return;
       open.ms += ms;
       if (/^COMMIT/i.test(text)) {
         const kind = open.kind ?? '(nothing)';
-        const counted = transactions.get(kind) ?? { commits: 0, statements: 0, ms: 0, commitMs: 0 };
+        const counted = transactions.get(kind) ?? { commits: 0, statements: 0, ms: 0, commitMs: 0, heldMs: 0 };
         counted.commits += 1;
         counted.statements += open.statements;
         counted.ms += open.ms;
         counted.commitMs += ms;
+        counted.heldMs += performance.now() - open.begunAt;
         transactions.set(kind, counted);
         open = null;
       } else if (/^ROLLBACK/i.test(text)) {
@@ -74,9 +78,9 @@ function createProfile() {
 /** The summary as a table: the transactions by kind, then the 40 statements that took longest in all. */
 function report({ transactions, statements }) {
   const us = (ms) => (ms * 1000).toFixed(0).padStart(9);
-  const lines = ['transactions by their first statement: commits, statements each, µs each (whole, COMMIT), total ms'];
+  const lines = ['transactions by their first statement: commits, statements each, µs each (statements, COMMIT, BEGIN to COMMIT), total ms (statements, BEGIN to COMMIT)'];
   for (const t of transactions) {
-    lines.push(`${String(t.commits).padStart(8)} ${(t.statements / t.commits).toFixed(1).padStart(7)} ${us(t.ms / t.commits)} ${us(t.commitMs / t.commits)} ${t.ms.toFixed(0).padStart(9)}  ${t.kind}`);
+    lines.push(`${String(t.commits).padStart(8)} ${(t.statements / t.commits).toFixed(1).padStart(7)} ${us(t.ms / t.commits)} ${us(t.commitMs / t.commits)} ${us(t.heldMs / t.commits)} ${t.ms.toFixed(0).padStart(9)} ${t.heldMs.toFixed(0).padStart(9)}  ${t.kind}`);
   }
   lines.push('', 'statements: calls, µs each, total ms');
   for (const s of statements.slice(0, 40)) lines.push(`${String(s.calls).padStart(8)} ${(s.ms * 1000 / s.calls).toFixed(1).padStart(9)} ${s.ms.toFixed(0).padStart(9)}  ${s.text}`);
