@@ -14,6 +14,7 @@ import type { BenchResults } from './bench-results.js';
 import { backlogLines, closedLoopLines, int, openLoopLines, startupLines } from './bench-tables.js';
 import { judgeTargets, LOAD_GENERATOR_BUSY, targetLines } from './bench-targets.js';
 import { waitingLines } from './bench-waiting.js';
+import { diskWarning, measureDiskSync, type DiskSync } from './disk-sync.js';
 
 function matchingLine(m: MatchingBenchmark[]): string {
   const parts = m.map((r) => `${int(r.ruleCount)} rules ${int(r.eventsPerSecond)} ev/s (${r.evaluatedPerEvent.toFixed(1)} evaluated/event)`);
@@ -42,9 +43,10 @@ function saturationWarning(results: BenchResults): string | undefined {
 export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow: Paint; red: Paint; green: Paint }): string[] {
   const m = results.machine;
   const layout = results.closedLoop.find((f) => isEngine(f.system))?.layout ?? results.options.layout;
-  const load = `load average ${m.loadAverageAtStart.toFixed(2)} at the start, ${(m.loadAverageAtEnd ?? 0).toFixed(2)} at the end`;
+  const sync = (d: DiskSync | undefined) => (d === undefined ? '–' : `${d.p50Ms.toFixed(2)} ms`);
+  const load = `load average ${m.loadAverageAtStart.toFixed(2)} at the start, ${(m.loadAverageAtEnd ?? 0).toFixed(2)} at the end; disk sync ${sync(m.diskSyncAtStart)} and ${sync(m.diskSyncAtEnd)}`;
   const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}; ${describeLayout(layout)}; ${load}):`)];
-  for (const warning of [loadWarning(m), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));
+  for (const warning of [loadWarning(m), diskWarning(m.diskSyncAtStart, m.diskSyncAtEnd), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));
   lines.push(...closedLoopLines(results.closedLoop, results.options.durationS), ...openLoopLines(results.openLoop, results.options.drainLimitS), ...backlogLines(results.backlog), ...startupLines(results.startup));
   lines.push(...waitingLines(results.waiting));
   lines.push(...replicaLines(results.replicas ?? []));
@@ -59,6 +61,7 @@ export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow
 
 export function finishResults(results: BenchResults): void {
   results.machine.loadAverageAtEnd = loadavg()[0];
+  results.machine.diskSyncAtEnd = measureDiskSync();
   results.targets = judgeTargets(results);
 }
 

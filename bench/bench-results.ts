@@ -13,6 +13,7 @@ import type { MatchingBenchmark } from './bench-matching.js';
 import type { ReplicaFigures } from './bench-replicas.js';
 import type { StartupFigures } from './bench-startup.js';
 import type { WaitingFigures } from './bench-waiting.js';
+import { measureDiskSync, type DiskSync } from './disk-sync.js';
 
 export interface TargetVerdict {
   target: string;
@@ -28,6 +29,8 @@ export interface BenchResults {
     cpus: number; cpuModel: string; memoryMb: number; node: string; platform: string;
     /** 1-minute load averages: other work on the machine skews every figure, so it is recorded. */
     loadAverageAtStart: number; loadAverageAtEnd?: number;
+    /** The disk's time to make a write durable, at the start and the end (disk-sync.ts): a throttled disk skews every figure. */
+    diskSyncAtStart?: DiskSync; diskSyncAtEnd?: DiskSync;
   };
   options: Omit<BenchOptions, 'postgresUrl'> & { postgres: string };
   closedLoop: ClosedLoopFigures[];
@@ -62,7 +65,7 @@ export function emptyResults(options: BenchOptions): BenchResults {
   return {
     generatedAt: new Date().toISOString(),
     revision: revision(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}`, loadAverageAtStart: loadavg()[0] },
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryMb: Math.round(totalmem() / 1_048_576), node: process.version, platform: `${process.platform}-${process.arch}`, loadAverageAtStart: loadavg()[0], diskSyncAtStart: measureDiskSync() },
     options: { ...rest, postgres },
     closedLoop: [],
     openLoop: [],
