@@ -71,6 +71,17 @@ export interface ClosedLoopFigures {
   benchCpuPercent: number;
   memory: EngineMemory;
   postgres?: PostgresPerEvent;
+  /**
+   * Interleaved runs (bench-interleaved.ts): each slice's window (epoch ms) and figure, in the order sent. The
+   * figures above are over all slices.
+   */
+  slices?: SliceFigures[];
+}
+
+export interface SliceFigures {
+  windowStart: number;
+  windowEnd: number;
+  eventsPerSecond: number;
 }
 
 export interface CpuPerEvent {
@@ -98,28 +109,32 @@ export interface PostgresPerEvent {
   updates?: { perEvent: number; hotShare: number };
 }
 
-interface Timed {
+/** One timed run, or one slice of an interleaved one (bench-interleaved.ts). */
+export interface Timed {
   result: ClosedLoopResult;
+  /** The fake service's arrivals of this run's actions (a slice's own). */
+  arrivals: ArrivalLog;
   windowStart: number;
   windowEnd: number;
   cpu: { start: number; end: number; drained: number };
   /** By kind and thread, at the start and once drained (child processes only). */
   split?: { start: CpuSplit; drained: CpuSplit };
-  benchCpuPercent: number;
+  /** The load generator's and fake service's CPU (this process) while sending. */
+  benchCpuSeconds: number;
   backlogAtEnd: number;
   leftAfterDrain: number;
   drainedAt: number;
   databaseCpuSeconds?: number;
 }
 
-const acknowledged = (r: ClosedLoopResult) => r.statuses['202'] ?? 0;
+export const acknowledged = (r: ClosedLoopResult) => r.statuses['202'] ?? 0;
 
 function failures(statuses: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
 }
 
 /** Intake on the engine: events received and not yet processed. The reference and the flow engine keep no such count. */
-function waitingWork(system: SystemName, database: BenchDatabase): () => Promise<number> {
+export function waitingWork(system: SystemName, database: BenchDatabase): () => Promise<number> {
   return isEngine(system) ? () => database.waiting() : async () => 0;
 }
 
@@ -128,7 +143,7 @@ function waitingWork(system: SystemName, database: BenchDatabase): () => Promise
  * so it does not spill into the timed run. Resolves with the events
  * acknowledged and their rate, which sizes the timed run's prepared events.
  */
-async function warmUp(ctx: ScenarioContext, kind: LoadKind, poster: WebhookPoster, remaining: () => Promise<number>) {
+export async function warmUp(ctx: ScenarioContext, kind: LoadKind, poster: WebhookPoster, remaining: () => Promise<number>) {
   const prefix = runPrefix('warm');
   const arrivals = await ctx.fake.beginRun(prefix, ctx.options.warmUpEvents);
   const result = await closedLoop(poster, signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, ctx.options.warmUpEvents), ctx.options.connections, ctx.options.warmUpS * 1000);
@@ -142,13 +157,14 @@ async function warmUp(ctx: ScenarioContext, kind: LoadKind, poster: WebhookPoste
  * warm-up (cold JIT, connections opening), so 5 × the warm-up's rate and at
  * least 10,000/s, within --events (a run that runs out says so).
  */
-function timedEventCount(ctx: ScenarioContext, warmUpRate: number): number {
+export function timedEventCount(ctx: ScenarioContext, warmUpRate: number): number {
   const { options } = ctx;
   return Math.min(options.maxEvents, Math.ceil(Math.max(10_000, warmUpRate * 5) * options.durationS));
 }
 
-async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: PreparedEvent[], poster: WebhookPoster, work: {
-  kind: LoadKind; arrivals: ArrivalLog; remaining: () => Promise<number>; backends?: BackendCpu;
+/** Sends `events` for `seconds` (the run's duration unless said), then waits until the work acknowledged is done. */
+export async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: PreparedEvent[], poster: WebhookPoster, work: {
+  kind: LoadKind; arrivals: ArrivalLog; remaining: () => Promise<number>; backends?: BackendCpu; seconds?: number;
 }): Promise<Timed> {
   const { options } = ctx;
   await work.backends?.start();
@@ -156,7 +172,7 @@ async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: Prepa
   const splitStart = target.cpuSplit?.();
   const benchStart = process.cpuUsage();
   const windowStart = epochNow();
-  const result = await closedLoop(poster, events, options.connections, options.durationS * 1000);
+  const result = await closedLoop(poster, events, options.connections, (work.seconds ?? options.durationS) * 1000);
   const windowEnd = epochNow();
   const cpuEnd = target.cpuSeconds();
   const bench = process.cpuUsage(benchStart);
@@ -165,11 +181,11 @@ async function timedRun(ctx: ScenarioContext, target: BenchEngine, events: Prepa
   const leftAfterDrain = await drain(left, options.drainLimitS * 1000, work.kind === 'e2e' ? 20 : 100);
   const splitDrained = target.cpuSplit?.();
   return {
-    result, windowStart, windowEnd, backlogAtEnd, leftAfterDrain,
+    result, arrivals: work.arrivals, windowStart, windowEnd, backlogAtEnd, leftAfterDrain,
     drainedAt: epochNow(),
     cpu: { start: cpuStart, end: cpuEnd, drained: target.cpuSeconds() },
     split: splitStart && splitDrained ? { start: splitStart, drained: splitDrained } : undefined,
-    benchCpuPercent: ((bench.user + bench.system) / 1e6 / ((windowEnd - windowStart) / 1000)) * 100,
+    benchCpuSeconds: (bench.user + bench.system) / 1e6,
     databaseCpuSeconds: await work.backends?.stop(),
   };
 }
@@ -187,39 +203,85 @@ export function joinArrivals(result: ClosedLoopResult, arrivals: Float64Array, w
     if (arrived <= windowEnd) inWindow++;
     lastArrival = Math.max(lastArrival, arrived);
   }
-  return { delivered: n, inWindow, latencyMs: summarize(latencies, n), lastArrival };
+  const latencyMs = summarize(latencies, n);
+  return { delivered: n, inWindow, latencyMs, latencies: latencies.subarray(0, n), lastArrival };
 }
 
-function figures(ctx: ScenarioContext, run: { system: SystemName; kind: LoadKind; mode: ConnectionMode }, target: BenchEngine, t: Timed, arrivals: ArrivalLog): ClosedLoopFigures {
-  const { result } = t;
-  const acked = acknowledged(result);
-  const joined = run.kind === 'e2e' ? joinArrivals(result, arrivals.arrivals, t.windowEnd) : undefined;
-  const handled = joined ? joined.delivered : acked - t.leftAfterDrain;
-  const cpuSeconds = t.cpu.drained - t.cpu.start;
-  const drainEnd = joined ? (t.leftAfterDrain > 0 ? t.drainedAt : joined.lastArrival) : t.drainedAt;
+/** Each slice's CPU split between its start and its drain, added up (undefined if any slice has none). */
+function splitTotal(slices: Timed[]): { start: CpuSplit; drained: CpuSplit } | undefined {
+  const zero: CpuSplit = { user: 0, system: 0, mainUser: 0, mainSystem: 0 };
+  const total = { ...zero };
+  for (const t of slices) {
+    if (!t.split) return undefined;
+    for (const key of ['user', 'system', 'mainUser', 'mainSystem'] as const) total[key] += t.split.drained[key] - t.split.start[key];
+  }
+  return { start: zero, drained: total };
+}
+
+/** All answered requests' latencies, or the webhook-to-action ones, over several slices. */
+function summarizeAll(parts: Float64Array[]): LatencySummary {
+  const all = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return summarize(all, all.length);
+}
+
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+
+/** How long the work left when sending stopped took to finish: e2e, until the last action arrived (or the drain gave up). */
+function drainSecondsOf(t: Timed, lastArrival: number | undefined): number {
+  const drainEnd = lastArrival !== undefined && t.leftAfterDrain === 0 ? lastArrival : t.drainedAt;
+  return t.backlogAtEnd > 0 ? Math.max(0, drainEnd - t.windowEnd) / 1000 : 0;
+}
+
+/**
+ * A system's figures from its timed run, or from the slices of an interleaved one added up: events and seconds
+ * summed, latencies over all of them, the backlog and drain the largest any slice left, CPU from each slice's start
+ * to its drain.
+ */
+export function figures(ctx: ScenarioContext, run: { system: SystemName; kind: LoadKind; mode: ConnectionMode }, target: BenchEngine, slices: Timed[]): ClosedLoopFigures {
+  const e2e = run.kind === 'e2e';
+  const joined = slices.map((t) => (e2e ? joinArrivals(t.result, t.arrivals.arrivals, t.windowEnd) : undefined));
+  const acked = sum(slices.map((t) => acknowledged(t.result)));
+  const handled = e2e ? sum(joined.map((j) => j!.delivered)) : acked - sum(slices.map((t) => t.leftAfterDrain));
+  const seconds = sum(slices.map((t) => t.result.seconds));
+  const cpuSeconds = sum(slices.map((t) => t.cpu.drained - t.cpu.start));
+  const statuses: Record<string, number> = {};
+  for (const t of slices) for (const [status, n] of Object.entries(t.result.statuses)) statuses[status] = (statuses[status] ?? 0) + n;
+  const databaseCpu = slices.map((t) => t.databaseCpuSeconds);
+  const databaseCpuSeconds = databaseCpu.every((s) => s !== undefined) ? sum(databaseCpu as number[]) : undefined;
+  const split = splitTotal(slices);
+  const busySeconds = sum(slices.map((t) => (t.drainedAt - t.windowStart) / 1000));
   return {
     system: run.system, kind: run.kind, connectionMode: run.mode, connections: ctx.options.connections, layout: target.layout,
-    seconds: result.seconds, sent: result.sent, acknowledged: acked, failed: failures(result.statuses), ranOut: result.ranOut,
-    acknowledgedPerSecond: acked / result.seconds,
-    ackLatencyMs: result.latencyMs,
-    eventsPerSecond: (joined ? joined.inWindow : acked) / result.seconds,
-    e2eLatencyMs: joined?.latencyMs,
-    backlogAtEnd: t.backlogAtEnd,
-    drainSeconds: t.backlogAtEnd > 0 ? Math.max(0, drainEnd - t.windowEnd) / 1000 : 0,
-    leftAfterDrain: t.leftAfterDrain,
-    duplicateActions: arrivals.duplicates(),
+    seconds, sent: sum(slices.map((t) => t.result.sent)), acknowledged: acked, failed: failures(statuses), ranOut: slices.some((t) => t.result.ranOut),
+    acknowledgedPerSecond: acked / seconds,
+    ackLatencyMs: slices.length === 1 ? slices[0]!.result.latencyMs : summarizeAll(slices.map((t) => t.result.ackLatencies)),
+    eventsPerSecond: (e2e ? sum(joined.map((j) => j!.inWindow)) : acked) / seconds,
+    e2eLatencyMs: e2e ? (slices.length === 1 ? joined[0]!.latencyMs : summarizeAll(joined.map((j) => j!.latencies))) : undefined,
+    backlogAtEnd: Math.max(...slices.map((t) => t.backlogAtEnd)),
+    drainSeconds: Math.max(...slices.map((t, i) => drainSecondsOf(t, joined[i]?.lastArrival))),
+    leftAfterDrain: sum(slices.map((t) => t.leftAfterDrain)),
+    duplicateActions: sum(slices.map((t) => t.arrivals.duplicates())),
     cpuSeconds,
     eventsPerCpuSecond: cpuSeconds > 0 ? handled / cpuSeconds : 0,
-    cpuPerEvent: t.split && cpuPerEvent(t.split.start, t.split.drained, handled, (t.drainedAt - t.windowStart) / 1000),
-    databaseCpuSeconds: t.databaseCpuSeconds,
-    eventsPerCpuSecondWithDatabase: t.databaseCpuSeconds === undefined ? undefined : handled / (cpuSeconds + t.databaseCpuSeconds),
-    benchCpuPercent: t.benchCpuPercent,
+    cpuPerEvent: split && cpuPerEvent(split.start, split.drained, handled, busySeconds),
+    databaseCpuSeconds,
+    eventsPerCpuSecondWithDatabase: databaseCpuSeconds === undefined ? undefined : handled / (cpuSeconds + databaseCpuSeconds),
+    benchCpuPercent: (sum(slices.map((t) => t.benchCpuSeconds)) / sum(slices.map((t) => (t.windowEnd - t.windowStart) / 1000))) * 100,
     memory: target.memory(),
+    slices: slices.length === 1 ? undefined : slices.map((t, i) => ({
+      windowStart: t.windowStart, windowEnd: t.windowEnd,
+      eventsPerSecond: (e2e ? joined[i]!.inWindow : acknowledged(t.result)) / t.result.seconds,
+    })),
   };
 }
 
 /** What the engine's start-up and stop alone cost PostgreSQL, so that per-event figures leave it out. */
-async function postgresStartup(ctx: ScenarioContext): Promise<PgCounters> {
+export async function postgresStartup(ctx: ScenarioContext): Promise<PgCounters> {
   ctx.postgresStartup ??= await ctx.withDatabase('postgres', async (db) => {
     const serverUrl = ctx.options.postgresUrl!;
     const before = await settledCounters(serverUrl, db.where);
@@ -259,7 +321,7 @@ export async function runClosedLoop(ctx: ScenarioContext, system: SystemName, ki
     const arrivals = await ctx.fake.beginRun(prefix, events.length);
     const backends = measurePostgres ? new BackendCpu(options.postgresUrl!, database.where) : undefined;
     const timed = await timedRun(ctx, target, events, poster, { kind, arrivals, remaining, backends });
-    f = figures(ctx, { system, kind, mode }, target, timed, arrivals);
+    f = figures(ctx, { system, kind, mode }, target, [timed]);
   } finally {
     poster.close();
     await target.stop();

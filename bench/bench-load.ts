@@ -33,6 +33,8 @@ export interface ClosedLoopResult {
   statuses: Record<string, number>;
   seconds: number;
   latencyMs: LatencySummary;
+  /** Each answered request's latency in ms (sorted), for summaries over several runs (bench-interleaved.ts). */
+  ackLatencies: Float64Array;
   /** The run ended because the prepared events ran out, not because time was up. */
   ranOut: boolean;
 }
@@ -127,7 +129,8 @@ export async function closedLoop(poster: WebhookPoster, events: PreparedEvent[],
   };
   await Promise.all(Array.from({ length: connections }, lane));
   const seconds = (performance.now() - started) / 1000;
-  return { sent: next, sentAt, statusOf, statuses, seconds, latencyMs: summarize(latencies, done), ranOut: next >= events.length };
+  const latencyMs = summarize(latencies, done);
+  return { sent: next, sentAt, statusOf, statuses, seconds, latencyMs, ackLatencies: latencies.subarray(0, done), ranOut: next >= events.length };
 }
 
 export interface OpenLoopResult {

@@ -18,6 +18,12 @@ export interface BenchOptions {
   quick: boolean;
   /** Closed loops: how long each timed run sends, at most how many events it prepares (sized from the warm-up's rate), over how many connections. */
   durationS: number;
+  /**
+   * Closed loops: the reference server and the engine on each database run at once and take turns, each timed run cut
+   * into this many slices sent in the order R S P P S R … (bench-interleaved.ts), so that all meet the same moments
+   * of this shared machine; 1: each in turn, a fresh process for each, as before session 69.
+   */
+  slices: number;
   maxEvents: number;
   connections: number;
   /** Closed loops: keep-alive, a new connection per webhook, or both (one run each). */
@@ -59,17 +65,17 @@ export class BenchUsageError extends Error {}
 
 export const USAGE = `usage: npm run bench -- [--quick] [--only intake|e2e|open|backlog|startup|matching|waiting[,…]]
                          [--connections N] [--seconds S] [--events N] [--connection keep-alive|per-event|both]
-                         [--connection-per-event] [--open-rate N] [--backlog N] [--backlog-measured N]
+                         [--connection-per-event] [--slices N] [--open-rate N] [--backlog N] [--backlog-measured N]
                          [--rules N] [--waiting N] [--layout child|in-process] [--profile] [--replicas N]
 --replicas N alone measures only 1 … N replicas on PostgreSQL (add --only … for other parts too)
-environment: BENCH_DURATION_S, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, BENCH_E2E_DURATION_S,
+environment: BENCH_DURATION_S, BENCH_SLICES, BENCH_CONNECTIONS, BENCH_EVENTS, BENCH_E2E_RATE, BENCH_E2E_DURATION_S,
              BENCH_BACKLOG, BENCH_WAITING, BENCH_LAYOUT, BENCH_POSTGRES_URL (or BENCH_POSTGRES=off), BENCH_RESULTS`;
 
 const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'waiting', 'matching'];
 export const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 const KNOWN_FLAGS = [
   'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
-  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas', 'waiting',
+  'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas', 'waiting', 'slices',
 ];
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -133,6 +139,7 @@ function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
   const openRate = flags.get('open-rate') ?? env.BENCH_E2E_RATE;
   return {
     durationS: positive('seconds', flags.get('seconds') ?? flags.get('duration') ?? env.BENCH_DURATION_S, quick ? 2 : 10),
+    slices: int('slices', flags.get('slices') ?? env.BENCH_SLICES, 4, 2),
     maxEvents: int('events', flags.get('events') ?? env.BENCH_EVENTS, 500_000, 100_000),
     connections: int('connections', flags.get('connections') ?? env.BENCH_CONNECTIONS, 32, 32),
     warmUpEvents: quick ? 300 : 20_000,

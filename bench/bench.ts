@@ -21,7 +21,8 @@ import { colors, isEntryFile, processContext, type CliContext } from '../src/cli
 import { runBacklog } from './bench-backlog.js';
 import { runReplicaCounts } from './bench-replicas.js';
 import { Cleanup } from './bench-cleanup.js';
-import { runClosedLoop, type LoadKind } from './bench-closed.js';
+import { runClosedLoop, type ClosedLoopFigures, type LoadKind } from './bench-closed.js';
+import { databasesFor, runInterleaved, withDatabases } from './bench-interleaved.js';
 import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type BenchDatabase, type DatabaseName } from './bench-databases.js';
 import { runOpenLoop, type OpenLoopRateFrom } from './bench-e2e.js';
 import { startFakeService } from './bench-fake-service.js';
@@ -81,11 +82,27 @@ function profileFolder(options: BenchOptions, ctx: CliContext): string | undefin
 }
 
 async function closedLoops(ctx: ScenarioContext, systems: SystemName[], kind: LoadKind, modes: ConnectionMode[], results: BenchResults, cli: CliContext): Promise<void> {
+  const part = (system: SystemName, mode: ConnectionMode) => `closed loop ${kind} (${mode}) on ${system}`;
+  // Taken in turns (bench-interleaved.ts) unless asked otherwise; the flow engine always alone.
+  const together: SystemName[] = ctx.options.slices > 1 ? systems.filter((s) => s !== 'flow') : [];
   for (const mode of modes) {
-    for (const system of systems) {
-      await attempt(`closed loop ${kind} (${mode}) on ${system}`, results, cli, () =>
-        ctx.withDatabase(databaseFor(system), async (db) => void results.closedLoop.push(await runClosedLoop(ctx, system, kind, mode, db))));
+    const found: ClosedLoopFigures[] = [];
+    if (together.length > 0) {
+      await attempt(`closed loop ${kind} (${mode}) in turns`, results, cli, () =>
+        withDatabases(ctx, databasesFor(together), async (databases) => {
+          const failed = (system: SystemName, error: unknown) => {
+            cli.stderr(`bench: ${part(system, mode)} failed: ${message(error)}`);
+            results.errors.push({ part: part(system, mode), message: message(error) });
+          };
+          found.push(...await runInterleaved(ctx, together, kind, mode, databases, failed));
+        }));
     }
+    for (const system of systems.filter((s) => !together.includes(s))) {
+      await attempt(part(system, mode), results, cli, () =>
+        ctx.withDatabase(databaseFor(system), async (db) => void found.push(await runClosedLoop(ctx, system, kind, mode, db))));
+    }
+    // In the order the systems were named, whichever way they ran.
+    results.closedLoop.push(...systems.flatMap((system) => found.filter((f) => f.system === system)));
   }
 }
 
