@@ -5,6 +5,7 @@ import { sliceOrder } from './bench-interleaved.js';
 import { summarize } from './bench-load.js';
 import { parseBenchOptions, type BenchOptions } from './bench-options.js';
 import type { ScenarioContext } from './bench-systems.js';
+import { slicesLine } from './bench-tables.js';
 
 /**
  * A slice in which `sent` webhooks were sent from `start` (epoch ms), one every `gapMs`, each answered `ackMs`
@@ -66,6 +67,19 @@ describe('closed loops in turns', () => {
     expect(f.eventsPerSecond).toBe(400);
     expect(f.e2eLatencyMs).toBeUndefined();
     expect(f.slices).toBeUndefined();
+  });
+
+  it('prints each system\'s figure slice by slice under its table, and nothing for systems measured in one piece', () => {
+    const fast = slice(1_000_000, 1_000, 1, { gapMs: 0.9, ackMs: 1, actionMs: 2, cpu: 0.2 });
+    const slow = slice(1_010_000, 500, 1, { gapMs: 1.8, ackMs: 3, actionMs: 8, cpu: 0.2 });
+    const reference = figures(ctx, { system: 'reference', kind: 'e2e', mode: 'keep-alive' }, target, [slow, fast]);
+    const sqlite = figures(ctx, { system: 'sqlite', kind: 'e2e', mode: 'keep-alive' }, target, [fast, slow]);
+    const flow = figures(ctx, { system: 'flow', kind: 'e2e', mode: 'keep-alive' }, target, [fast]);
+
+    expect(slicesLine([reference, flow, sqlite])).toEqual([
+      '    in turns, 2 slices each (events/s, slice by slice): reference server (SQLite) 500 / 1,000; engine, SQLite 1,000 / 500',
+    ]);
+    expect(slicesLine([flow])).toEqual([]);
   });
 
   it('takes --slices (4 in a full run, 2 in a quick one, BENCH_SLICES too) and refuses one that is not a positive number', () => {

@@ -89,10 +89,21 @@ export function closedLoopLines(all: ClosedLoopFigures[], durationS: number): st
       const how = mode === 'keep-alive' ? 'keep-alive connections' : 'a new connection per webhook';
       lines.push(`closed loop, ${KIND_TITLE[kind]}; ${group[0].connections} clients, ${how}, ${durationS} s each:`);
       lines.push(...table([CLOSED_HEADER[kind], ...group.map((f) => closedRow(f, reference))]));
-      lines.push(...group.flatMap(closedNotes), ...versusFlowEngine(group));
+      lines.push(...group.flatMap(closedNotes), ...slicesLine(group), ...versusFlowEngine(group));
     }
   }
   return lines;
+}
+
+/**
+ * The closed loops taken in turns (bench-interleaved.ts): each system's figure slice by slice, so that a moment the
+ * machine was slow shows, and whether it fell on one system's slice or on the slices around it.
+ */
+export function slicesLine(group: ClosedLoopFigures[]): string[] {
+  const sliced = group.filter((f) => f.slices !== undefined && f.slices.length > 1);
+  if (sliced.length === 0) return [];
+  const each = sliced.map((f) => `${systemLabel(f.system)} ${f.slices!.map((s) => int(s.eventsPerSecond)).join(' / ')}`);
+  return [`    in turns, ${sliced[0]!.slices!.length} slices each (events/s, slice by slice): ${each.join('; ')}`];
 }
 
 /**
