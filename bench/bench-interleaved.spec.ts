@@ -82,9 +82,9 @@ describe('closed loops in turns', () => {
     expect(slicesLine([flow])).toEqual([]);
   });
 
-  it('takes --slices (4 in a full run, 2 in a quick one, BENCH_SLICES too) and refuses one that is not a positive number', () => {
+  it('takes --slices (10 in a full run, 2 in a quick one, BENCH_SLICES too) and refuses one that is not a positive number', () => {
     const slices = (argv: string[], env: Record<string, string> = {}) => (parseBenchOptions(argv, env) as BenchOptions).slices;
-    expect(slices([])).toBe(4);
+    expect(slices([])).toBe(10);
     expect(slices(['--quick'])).toBe(2);
     expect(slices(['--slices', '1'])).toBe(1);
     expect(slices([], { BENCH_SLICES: '6' })).toBe(6);

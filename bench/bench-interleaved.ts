@@ -5,16 +5,21 @@
  * one system at a time, each slice drained before the next one starts. A
  * system's figures are its slices added up (bench-closed.ts `figures`).
  *
- * Why: this shared machine's speed moves from minute to minute. Session 69
- * found the same engine's main-thread CPU per event 222–352 µs in runs of one
- * series, and the reference's 87–132 µs, while two engines measured at the
- * same moment (`npm run bench:pair`, 24 rounds with 16 fresh processes) never
+ * Why: this shared machine's speed moves, every process alike. Session 69
+ * found the same engine's main-thread CPU per event 216–352 µs from run to
+ * run, and the reference's 87–145 µs, while two engines measured at the same
+ * moment (`npm run bench:pair`, 24 rounds with 16 fresh processes) never
  * differed by more than 6 %: the machine was slower at some moments, not the
- * process. Measured one after the other, a minute apart, the ratio of the
- * engine to the reference took whatever each one's minute was (0.41–0.75× in
- * that series); taken in turns a few seconds apart, both meet the same
- * moments, as the targets' ratios assume. `--slices 1` measures each system in
- * turn, a fresh process each, as the benchmark did before.
+ * process. Measured one after the other, a minute apart, each system took
+ * its own minute; taken in turns, seconds apart, they share the slow minutes
+ * as the targets' ratios assume. The machine also moves within seconds (the
+ * reference's slices of 2.5 s in one run: 2,187, 4,371, 4,862 and 4,355
+ * events/s), so short slices match moments better: the engine's ratio to the
+ * reference over that session's runs, one after the other, 0.47–0.70×
+ * (standard deviation 0.084, 8 runs); 4 slices of 2.5 s, 0.46–0.70× (0.066,
+ * 13); 10 slices of 1 s, 0.48–0.60× (0.038, 8), the median the same (0.53–
+ * 0.55×). Hence 10 by default. `--slices 1` measures each
+ * system in turn, a fresh process each, as the benchmark did before.
  *
  * The in-memory flow engine is not taken in turns: the backlog it acknowledges
  * and has not done goes on for seconds after its sending stops, and would run

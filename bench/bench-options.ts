@@ -139,7 +139,7 @@ function sizes(flags: Map<string, string>, env: Env, quick: boolean) {
   const openRate = flags.get('open-rate') ?? env.BENCH_E2E_RATE;
   return {
     durationS: positive('seconds', flags.get('seconds') ?? flags.get('duration') ?? env.BENCH_DURATION_S, quick ? 2 : 10),
-    slices: int('slices', flags.get('slices') ?? env.BENCH_SLICES, 4, 2),
+    slices: int('slices', flags.get('slices') ?? env.BENCH_SLICES, 10, 2),
     maxEvents: int('events', flags.get('events') ?? env.BENCH_EVENTS, 500_000, 100_000),
     connections: int('connections', flags.get('connections') ?? env.BENCH_CONNECTIONS, 32, 32),
     warmUpEvents: quick ? 300 : 20_000,
