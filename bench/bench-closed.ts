@@ -127,7 +127,7 @@ export interface Timed {
   databaseCpuSeconds?: number;
 }
 
-export const acknowledged = (r: ClosedLoopResult) => r.statuses['202'] ?? 0;
+const acknowledged = (r: ClosedLoopResult) => r.statuses['202'] ?? 0;
 
 function failures(statuses: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(statuses).filter(([status]) => status !== '202' && status !== '200'));
@@ -259,9 +259,9 @@ export function figures(ctx: ScenarioContext, run: { system: SystemName; kind: L
     system: run.system, kind: run.kind, connectionMode: run.mode, connections: ctx.options.connections, layout: target.layout,
     seconds, sent: sum(slices.map((t) => t.result.sent)), acknowledged: acked, failed: failures(statuses), ranOut: slices.some((t) => t.result.ranOut),
     acknowledgedPerSecond: acked / seconds,
-    ackLatencyMs: slices.length === 1 ? slices[0]!.result.latencyMs : summarizeAll(slices.map((t) => t.result.ackLatencies)),
+    ackLatencyMs: summarizeAll(slices.map((t) => t.result.ackLatencies)),
     eventsPerSecond: (e2e ? sum(joined.map((j) => j!.inWindow)) : acked) / seconds,
-    e2eLatencyMs: e2e ? (slices.length === 1 ? joined[0]!.latencyMs : summarizeAll(joined.map((j) => j!.latencies))) : undefined,
+    e2eLatencyMs: e2e ? summarizeAll(joined.map((j) => j!.latencies)) : undefined,
     backlogAtEnd: Math.max(...slices.map((t) => t.backlogAtEnd)),
     drainSeconds: Math.max(...slices.map((t, i) => drainSecondsOf(t, joined[i]?.lastArrival))),
     leftAfterDrain: sum(slices.map((t) => t.leftAfterDrain)),

@@ -33,7 +33,7 @@ import {
   figures, perEvent, postgresStartup, timedEventCount, timedRun, waitingWork, warmUp, type ClosedLoopFigures, type LoadKind, type Timed,
 } from './bench-closed.js';
 import { BackendCpu, hotUpdates, settledCounters, subtract, type PgCounters } from './bench-pgstats.js';
-import { databaseFor, startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
+import { startSystem, type ScenarioContext, type SystemName } from './bench-systems.js';
 
 interface Lane {
   system: SystemName;
@@ -138,9 +138,4 @@ export async function runInterleaved(
   }
   for (const { lane, f } of results) if (lane.before !== undefined && startup !== undefined) await postgresFigures(ctx, lane, f, startup);
   return results.map((r) => r.f);
-}
-
-/** The databases the systems taken in turns run on (the reference on a SQLite file of its own). */
-export function databasesFor(systems: SystemName[]): DatabaseName[] {
-  return systems.map(databaseFor);
 }

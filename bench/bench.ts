@@ -22,7 +22,7 @@ import { runBacklog } from './bench-backlog.js';
 import { runReplicaCounts } from './bench-replicas.js';
 import { Cleanup } from './bench-cleanup.js';
 import { runClosedLoop, type ClosedLoopFigures, type LoadKind } from './bench-closed.js';
-import { databasesFor, runInterleaved, withDatabases } from './bench-interleaved.js';
+import { runInterleaved, withDatabases } from './bench-interleaved.js';
 import { createPostgresDatabase, createSqliteDatabase, postgresAnswers, type BenchDatabase, type DatabaseName } from './bench-databases.js';
 import { runOpenLoop, type OpenLoopRateFrom } from './bench-e2e.js';
 import { startFakeService } from './bench-fake-service.js';
@@ -89,7 +89,7 @@ async function closedLoops(ctx: ScenarioContext, systems: SystemName[], kind: Lo
     const found: ClosedLoopFigures[] = [];
     if (together.length > 0) {
       await attempt(`closed loop ${kind} (${mode}) in turns`, results, cli, () =>
-        withDatabases(ctx, databasesFor(together), async (databases) => {
+        withDatabases(ctx, together.map(databaseFor), async (databases) => {
           const failed = (system: SystemName, error: unknown) => {
             cli.stderr(`bench: ${part(system, mode)} failed: ${message(error)}`);
             results.errors.push({ part: part(system, mode), message: message(error) });
