@@ -69,9 +69,13 @@ try {
     }
   }
   // The engine as `npm start` runs it: one bundle (scripts/build-engine.mjs), built from dist-bench/src/.
-  const { buildEngineBundle, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
+  const { buildEngineBundle, buildRuleValidators, engineBundleNeeded } = await import('../scripts/build-engine.mjs');
   const [engineEntry, engineBundle] = [join(OUT, 'src', 'main.js'), join(OUT, 'bundle', 'main.js')];
-  if (engineBundleNeeded(engineEntry, engineBundle)) await buildEngineBundle(engineEntry, engineBundle);
+  if (engineBundleNeeded(engineEntry, engineBundle)) {
+    await buildEngineBundle(engineEntry, engineBundle);
+    // Where this bundle looks for them too (two folders up, then dist/), as npm start's does.
+    await buildRuleValidators(engineEntry);
+  }
   // Copied every time: cheap, and never stale. (The SQLite extension only when npm install built it: src/database/wal-coalesce.ts.)
   for (const asset of [...ASSETS, ...['build/wal-coalesce.so'].filter((file) => existsSync(file))]) {
     mkdirSync(join(OUT, dirname(asset)), { recursive: true });

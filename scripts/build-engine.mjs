@@ -19,9 +19,9 @@
 // schema in rules/, the console in dist-console/) point at the same files.
 // Stack traces name lines of the bundle; `node --enable-source-maps
 // dist/bundle/main.js` maps them back to dist/ through main.js.map.
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -144,10 +144,29 @@ export async function buildEngineBundle(entry, outfile) {
   }
 }
 
-/** True when `outfile` is missing or older than `entry` (tsc rewrites every file it compiles) or than this script. */
+export const RULE_SCHEMA = join(ROOT, 'rules', 'rule.schema.json');
+export const RULE_VALIDATORS = join(ROOT, 'dist', 'rule-validators.cjs');
+
+/**
+ * The rule validators compiled to code (src/rules/rule-validators-source.ts,
+ * as tsc wrote it beside `entry`), which the engine loads instead of
+ * compiling the rule schema at every start (src/rules/rule-schema.ts; it
+ * still compiles the schema itself when this file is missing or was made
+ * from another schema).
+ */
+export async function buildRuleValidators(entry, outfile = RULE_VALIDATORS) {
+  const { ruleValidatorsSource } = await import(pathToFileURL(join(dirname(entry), 'rules', 'rule-validators-source.js')).href);
+  writeFileSync(outfile, ruleValidatorsSource(readFileSync(RULE_SCHEMA, 'utf8')));
+}
+
+/**
+ * True when `outfile` or the rule validators are missing or older than
+ * `entry` (tsc rewrites every file it compiles), than the rule schema or
+ * than this script.
+ */
 export function engineBundleNeeded(entry, outfile) {
-  const made = Math.max(statSync(entry).mtimeMs, statSync(fileURLToPath(import.meta.url)).mtimeMs);
-  return !existsSync(outfile) || statSync(outfile).mtimeMs < made;
+  const made = Math.max(statSync(entry).mtimeMs, statSync(RULE_SCHEMA).mtimeMs, statSync(fileURLToPath(import.meta.url)).mtimeMs);
+  return [outfile, RULE_VALIDATORS].some((file) => !existsSync(file) || statSync(file).mtimeMs < made);
 }
 
 export const ENGINE_ENTRY = join(ROOT, 'dist', 'main.js');
@@ -157,4 +176,5 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   if (process.argv.includes('--if-needed') && !engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) process.exit(0);
   process.stderr.write(`bundling ${dirname(ENGINE_BUNDLE).slice(ROOT.length)}/main.js …\n`);
   await buildEngineBundle(ENGINE_ENTRY, ENGINE_BUNDLE);
+  await buildRuleValidators(ENGINE_ENTRY);
 }

@@ -11,7 +11,7 @@ import { execSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildEngineBundle, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } from './build-engine.mjs';
+import { buildEngineBundle, buildRuleValidators, engineBundleNeeded, ENGINE_ENTRY, ENGINE_BUNDLE } from './build-engine.mjs';
 import { buildConsole, consoleBuildNeeded } from './build-console.mjs';
 import { ensureNative } from './build-native.mjs';
 
@@ -47,6 +47,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   if (engineBundleNeeded(ENGINE_ENTRY, ENGINE_BUNDLE)) {
     process.stderr.write('bundling dist/bundle/main.js …\n');
     await buildEngineBundle(ENGINE_ENTRY, ENGINE_BUNDLE);
+    await buildRuleValidators(ENGINE_ENTRY);
   }
   if (consoleBuildNeeded()) {
     process.stderr.write('building dist-console/ …\n');

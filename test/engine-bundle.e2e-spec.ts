@@ -67,6 +67,15 @@ describe('the engine bundle', () => {
     expect(readFileSync(bundle, 'latin1')).not.toMatch(/[\u0080-\uffff]/);
   });
 
+  it('comes with the rule validators compiled to code for the rule schema as it is, so that no start compiles the schema', async () => {
+    const { precompiledValidators, readRuleSchemaText, PRECOMPILED_VALIDATORS_PATH } = await import('../src/rules/rule-schema.js');
+    if (!existsSync(PRECOMPILED_VALIDATORS_PATH)) throw new Error(`${PRECOMPILED_VALIDATORS_PATH} is missing: run \`npm run build\` first (npm test does)`);
+    const validators = precompiledValidators(readRuleSchemaText());
+    expect(validators).toBeDefined();
+    expect(validators!.rule({ id: 'x', on: 'task.completed', actions: [] })).toBe(false);
+    expect(validators!.rule.errors?.map((error) => error.message)).toEqual(['must NOT have fewer than 1 items']);
+  });
+
   it('the engine, loaded, takes nothing from node_modules (no second TypeORM; the native addon loads when the database opens)', () => {
     const bundle = 'dist/bundle/main.js';
     if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first (npm test does)`);

@@ -1,9 +1,9 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from 'json-rules-engine';
 import { addExtraOperators } from './operators.js';
-import { loadRuleFiles, loadRulePath, parseRuleFile, ruleVersion, toLoadedRule } from './rule-files.js';
+import { loadRuleFiles, loadRulePath, parseRuleFile, ruleFilesChanged, ruleVersion, toLoadedRule } from './rule-files.js';
 import type { RuleDefinition } from './rule.types.js';
 
 const FIXTURES = 'test/fixtures/rules';
@@ -155,6 +155,33 @@ describe(loadRuleFiles.name, () => {
       expect(await fires('notify-on-release-completion.json', task('Release 2.0'))).toBe(true);
       expect(await fires('notify-on-release-completion.json', task('Prepare Release 2.0'))).toBe(false);
     });
+  });
+});
+
+describe(ruleFilesChanged.name, () => {
+  const files = { 'a.json': aRule({ id: 'a' }), 'team/b.json': aRule({ id: 'b' }), 'notes.txt': 'not a rule file' };
+
+  it('finds nothing changed in a folder as it was read, and stamps every file read', async () => {
+    const read = await loadFolder(files);
+    expect(read.stamps).toEqual([expect.stringMatching(/^[\d.]+:\d+$/), expect.stringMatching(/^[\d.]+:\d+$/)]);
+    expect(await ruleFilesChanged(read.dir, read)).toBe(false);
+  });
+
+  it.each([
+    ['a file rewritten with another size', (dir: string) => writeFile(join(dir, 'a.json'), JSON.stringify(aRule({ id: 'a', name: 'longer' })))],
+    ['a file given another modification time only', (dir: string) => utimes(join(dir, 'team/b.json'), new Date(0), new Date(0))],
+    ['a file added, in a nested folder', (dir: string) => writeFile(join(dir, 'team/c.json'), JSON.stringify(aRule({ id: 'c' })))],
+    ['a file removed', (dir: string) => rm(join(dir, 'a.json'))],
+  ])('finds %s', async (_, change) => {
+    const read = await loadFolder(files);
+    await change(read.dir);
+    expect(await ruleFilesChanged(read.dir, read)).toBe(true);
+  });
+
+  it('does not count a change to a file that is not a rule file', async () => {
+    const read = await loadFolder(files);
+    await writeFile(join(read.dir, 'notes.txt'), 'changed, and longer than before');
+    expect(await ruleFilesChanged(read.dir, read)).toBe(false);
   });
 });
 

@@ -5,7 +5,7 @@
  * never hides the good ones, not even those next to it in the same array file.
  */
 import { createHash } from 'node:crypto';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { jsonPath } from './rule-schema.js';
 import { validateRule } from './rule-validation.js';
@@ -16,6 +16,8 @@ export interface RuleFiles {
   problems: RuleProblem[];
   /** Every file read, as shown in problems. */
   files: string[];
+  /** Each file's modification time and size as it was read (`files`' order; '' where it could not be read): ruleFilesChanged. */
+  stamps: string[];
 }
 
 /** A valid rule of a file; `index` is its position when the file holds an array. */
@@ -111,9 +113,25 @@ async function listRuleFiles(dir: string, prefix = ''): Promise<string[]> {
   return found.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
-async function readText(path: string, file: string): Promise<string | RuleProblem> {
+interface FileText {
+  text: string;
+  stamp: string;
+}
+
+function stampOf(stats: { mtimeMs: number; size: number }): string {
+  return `${stats.mtimeMs}:${stats.size}`;
+}
+
+async function readText(path: string, file: string): Promise<FileText | RuleProblem> {
   try {
-    return await readFile(path, 'utf8');
+    const handle = await open(path, 'r');
+    try {
+      // Stamped from the same open file: a change after this read has another time or size.
+      const stats = await handle.stat();
+      return { text: await handle.readFile('utf8'), stamp: stampOf(stats) };
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
     return { file, path: '$', message: `cannot read file: ${(error as Error).message}` };
   }
@@ -123,8 +141,8 @@ async function readText(path: string, file: string): Promise<string | RuleProble
 const READ_AHEAD = 64;
 
 /** The texts of the files, read side by side (a thousand rule files one after the other cost a second). */
-async function readTexts(base: string, paths: string[]): Promise<Array<string | RuleProblem>> {
-  const texts: Array<string | RuleProblem> = [];
+async function readTexts(base: string, paths: string[]): Promise<Array<FileText | RuleProblem>> {
+  const texts: Array<FileText | RuleProblem> = [];
   for (let i = 0; i < paths.length; i += READ_AHEAD) {
     const chunk = paths.slice(i, i + READ_AHEAD);
     texts.push(...(await Promise.all(chunk.map((path) => readText(join(base, path), displayPath(join(base, path)))))));
@@ -133,18 +151,20 @@ async function readTexts(base: string, paths: string[]): Promise<Array<string | 
 }
 
 async function loadFiles(base: string, paths: string[]): Promise<RuleFiles> {
-  const result: RuleFiles = { rules: [], problems: [], files: [] };
+  const result: RuleFiles = { rules: [], problems: [], files: [], stamps: [] };
   const owners = new Map<string, string>();
   const texts = await readTexts(base, paths);
   for (const [i, path] of paths.entries()) {
     const file = displayPath(join(base, path));
     result.files.push(file);
-    const text = texts[i];
-    if (typeof text !== 'string') {
-      result.problems.push(text);
+    const read = texts[i]!;
+    if (!('text' in read)) {
+      result.stamps.push('');
+      result.problems.push(read);
       continue;
     }
-    const parsed = parseRuleFile(text, file);
+    result.stamps.push(read.stamp);
+    const parsed = parseRuleFile(read.text, file);
     result.problems.push(...parsed.problems);
     for (const { definition, index } of parsed.rules) {
       const owner = owners.get(definition.id);
@@ -177,4 +197,29 @@ export async function loadRuleFiles(dir: string): Promise<RuleFiles> {
 export async function loadRulePath(path: string): Promise<RuleFiles> {
   if ((await stat(path)).isDirectory()) return loadRuleFiles(path);
   return loadFiles(dirname(path), [basename(path)]);
+}
+
+async function stampOrNothing(path: string): Promise<string> {
+  try {
+    return stampOf(await stat(path));
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Whether the rule files under `dir` differ from `read` (an earlier
+ * {@link loadRuleFiles} of it): a file added, gone, or with another
+ * modification time or size than when it was read. The file watcher asks
+ * once its first look at the folder is done (rule-watcher.ts), for the
+ * changes made between the read and then.
+ */
+export async function ruleFilesChanged(dir: string, read: Pick<RuleFiles, 'files' | 'stamps'>): Promise<boolean> {
+  const paths = await listRuleFiles(dir);
+  if (paths.length !== read.files.length || paths.some((path, i) => displayPath(join(dir, path)) !== read.files[i])) return true;
+  for (let i = 0; i < paths.length; i += READ_AHEAD) {
+    const stamps = await Promise.all(paths.slice(i, i + READ_AHEAD).map((path) => stampOrNothing(join(dir, path))));
+    if (stamps.some((stamp, j) => stamp === '' || stamp !== read.stamps[i + j])) return true;
+  }
+  return false;
 }

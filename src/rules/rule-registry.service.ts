@@ -23,7 +23,7 @@ import { ChannelListener, notifyRulesChanged, RULES_CHANNEL } from '../database/
 import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../json.js';
 import { ApiRuleEntity } from '../database/api-rule.entity.js';
-import { displayPath, loadRuleFiles, toLoadedRule } from './rule-files.js';
+import { displayPath, loadRuleFiles, toLoadedRule, type RuleFiles } from './rule-files.js';
 import { RuleIndex, triggerMatches } from './rule-index.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
@@ -60,6 +60,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   private readonly lock = new Mutex();
   private listener: ChannelListener | undefined;
   private reloadQueued = false;
+  private lastFileRead: Pick<RuleFiles, 'files' | 'stamps'> | undefined;
   /** This process's name in the notifications it sends: it has applied its own changes already. */
   readonly origin = randomUUID();
   /** Problems of the last reload, by file. */
@@ -114,6 +115,11 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
         return this.reload();
       })
       .catch((error: Error) => this.logger.warn(`reloading after another replica's rule change failed: ${error.message}`));
+  }
+
+  /** The rule files as the last reload read them (rule-files.ts ruleFilesChanged), none before the first. */
+  get fileRead(): Pick<RuleFiles, 'files' | 'stamps'> | undefined {
+    return this.lastFileRead;
   }
 
   get ready(): boolean {
@@ -228,10 +234,11 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   private async doReload(): Promise<ReloadReport> {
     // Taken before reading, so a change made meanwhile is seen at the next look.
     if (this.db.kind === 'postgres') this.lastFingerprint = await this.fingerprint();
-    const { rules: fresh, problems } = await loadRuleFiles(this.config.rulesDir).catch((error: NodeJS.ErrnoException) => {
+    const { rules: fresh, problems, files, stamps } = await loadRuleFiles(this.config.rulesDir).catch((error: NodeJS.ErrnoException) => {
       if (error.code === undefined) throw error; // not the folder's: e.g. the rule schema (rule-schema.ts)
       throw new Error(`RULES_DIR ${this.config.rulesDir} cannot be read: ${error.code === 'ENOENT' ? 'no such folder' : error.message}`);
     });
+    this.lastFileRead = { files, stamps };
     const [states, apiRows] = await Promise.all([this.states.find(), this.apiRuleRows.find()]);
     this.overrides = new Map(states.map((s) => [s.ruleId, s.enabled]));
     this.apiRules = new Map(

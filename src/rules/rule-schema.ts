@@ -4,47 +4,94 @@
  * for `oneOf` and `if`/`then` means several errors per mistake; they are
  * collapsed here into one plain message per location.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import { isStep, STEP_TYPES, type RuleProblem } from './rule.types.js';
 
 /** `rules/rule.schema.json`: two levels up from both `src/rules/` and `dist/rules/`. */
 export const RULE_SCHEMA_PATH = fileURLToPath(new URL('../../rules/rule.schema.json', import.meta.url));
 
-interface Validators {
-  file: ValidateFunction;
-  rule: ValidateFunction;
+/**
+ * The validators compiled to code at build time (scripts/build-engine.mjs,
+ * rule-validators-source.ts), in `dist/`: two levels up from `src/rules/`,
+ * `dist/rules/` and `dist/bundle/` alike. Compiling the schema costs Ajv
+ * about 150 ms at every start; loading its code, a few.
+ */
+export const PRECOMPILED_VALIDATORS_PATH = fileURLToPath(new URL('../../dist/rule-validators.cjs', import.meta.url));
+
+/** A compiled validator, from Ajv at run time or from the precompiled module: both set `errors` as Ajv does. */
+export type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+export interface Validators {
+  file: Validate;
+  rule: Validate;
 }
 
 let validators: Validators | undefined;
 
 /**
- * The schema's JSON. Its absence is an incomplete installation, not a missing
+ * The schema's text. Its absence is an incomplete installation, not a missing
  * rule file or RULES_DIR, and is said so (the error carries no `code`, which
  * callers read as about the path they were given).
  */
-export function readRuleSchema(path = RULE_SCHEMA_PATH): object {
+export function readRuleSchemaText(path = RULE_SCHEMA_PATH): string {
   try {
-    return JSON.parse(readFileSync(path, 'utf8')) as object;
+    return readFileSync(path, 'utf8');
   } catch (error) {
     throw new Error(`the rule schema ${path} cannot be read (${(error as Error).message}): the engine's installation is incomplete`);
   }
 }
 
-function compileValidators(): Validators {
-  const schema = readRuleSchema();
-  // verbose: errors carry their schema, used to suggest property names.
-  const ajv = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true });
-  ajv.addKeyword('enumDescriptions'); // VS Code annotation, no validation
-  ajv.addSchema(schema, 'rule-file');
-  return { file: ajv.getSchema('rule-file')!, rule: ajv.compile({ $ref: 'rule-file#/definitions/rule' }) };
+/** The schema's JSON (as {@link readRuleSchemaText}). */
+export function readRuleSchema(path = RULE_SCHEMA_PATH): object {
+  return JSON.parse(readRuleSchemaText(path)) as object;
 }
 
-/** The schema is read and compiled on first use, then kept. */
+/** What the precompiled module records of the schema it was made from; it is used only for the same text. */
+export function schemaHash(schemaText: string): string {
+  return createHash('sha256').update(schemaText).digest('hex');
+}
+
+/**
+ * An Ajv holding the rule schema as `rule-file` and one rule as `rule`, with
+ * the options both validators are compiled with, at run time or to code.
+ */
+export function ruleSchemaAjv(schemaText: string, code?: { source: boolean }): Ajv {
+  // verbose: errors carry their schema, used to suggest property names.
+  const ajv = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true, code });
+  ajv.addKeyword('enumDescriptions'); // VS Code annotation, no validation
+  ajv.addSchema(JSON.parse(schemaText) as object, 'rule-file');
+  ajv.addSchema({ $id: 'rule', $ref: 'rule-file#/definitions/rule' });
+  return ajv;
+}
+
+/** The precompiled validators at `path` when they were made from `schemaText`; otherwise (missing, stale, broken) none. */
+export function precompiledValidators(schemaText: string, path = PRECOMPILED_VALIDATORS_PATH): Validators | undefined {
+  try {
+    const compiled = createRequire(import.meta.url)(path) as Partial<Validators> & { schemaHash?: string };
+    if (compiled.schemaHash !== schemaHash(schemaText) || !compiled.file || !compiled.rule) return undefined;
+    return { file: compiled.file, rule: compiled.rule };
+  } catch {
+    return undefined; // compiled at run time instead: the same validators, only slower to make
+  }
+}
+
+/** Both validators compiled by Ajv now. */
+export function compileValidators(schemaText: string): Validators {
+  const ajv = ruleSchemaAjv(schemaText);
+  return { file: ajv.getSchema('rule-file')!, rule: ajv.getSchema('rule')! };
+}
+
+/** The validators, made on first use (precompiled when they match the schema), then kept. */
 function ruleValidators(): Validators {
-  validators ??= compileValidators();
+  if (validators === undefined) {
+    const text = readRuleSchemaText();
+    validators = precompiledValidators(text) ?? compileValidators(text);
+  }
   return validators;
 }
 
