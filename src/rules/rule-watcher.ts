@@ -7,7 +7,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { watch, type FSWatcher } from 'chokidar';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
-import { ruleFilesChanged } from './rule-files.js';
+import { ruleFilesChanged, type RuleFiles } from './rule-files.js';
 import { RuleRegistry } from './rule-registry.service.js';
 
 export const RELOAD_DEBOUNCE_MS = 250;
@@ -34,12 +34,14 @@ export class RuleWatcher implements OnApplicationBootstrap, OnApplicationShutdow
     this.watcher.on('error', (error) => this.logger.warn(`watching ${this.config.rulesDir} failed: ${(error as Error).message}`));
     // Not waited for: the watcher's first look at a folder of a thousand files takes about a tenth of a second, which
     // the engine's start need not. What changed between the rules' read and the end of that look is caught up then.
-    this.watcher.once('ready', () => void this.catchUp());
+    // Against the read the engine started with: a change since then is one the watcher would have reported, and
+    // gets its reload, even when a reload on demand took it in meanwhile.
+    const read = this.registry.fileRead;
+    this.watcher.once('ready', () => void this.catchUp(read));
   }
 
-  /** A reload when a rule file changed between the registry's last read and the watcher's first look at the folder. */
-  private async catchUp(): Promise<void> {
-    const read = this.registry.fileRead;
+  /** A reload when a rule file changed between the registry's read `read` and the end of the watcher's first look. */
+  private async catchUp(read: Pick<RuleFiles, 'files' | 'stamps'> | undefined): Promise<void> {
     if (read === undefined || this.closed) return;
     try {
       if (await ruleFilesChanged(this.config.rulesDir, read)) this.schedule();
