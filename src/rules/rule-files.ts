@@ -21,6 +21,9 @@ export interface RuleFiles {
   stamps: string[];
 }
 
+/** What {@link ruleFilesChanged} compares a folder with: the files of a read and their stamps. */
+export type RuleFilesRead = Pick<RuleFiles, 'files' | 'stamps'>;
+
 /** A valid rule of a file; `index` is its position when the file holds an array. */
 export interface ParsedRule {
   definition: RuleDefinition;
@@ -211,7 +214,7 @@ async function stampOrNothing(path: string): Promise<string> {
  * once its first look at the folder is done (rule-watcher.ts), for the
  * changes made between the read and then.
  */
-export async function ruleFilesChanged(dir: string, read: Pick<RuleFiles, 'files' | 'stamps'>): Promise<boolean> {
+export async function ruleFilesChanged(dir: string, read: RuleFilesRead): Promise<boolean> {
   const paths = await listRuleFiles(dir);
   if (paths.length !== read.files.length || paths.some((path, i) => displayPath(join(dir, path)) !== read.files[i])) return true;
   for (let i = 0; i < paths.length; i += READ_AHEAD) {

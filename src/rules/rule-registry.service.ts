@@ -23,7 +23,7 @@ import { ChannelListener, notifyRulesChanged, RULES_CHANNEL } from '../database/
 import { queryRows } from '../database/sql.js';
 import { safeJsonParse } from '../json.js';
 import { ApiRuleEntity } from '../database/api-rule.entity.js';
-import { displayPath, loadRuleFiles, toLoadedRule, type RuleFiles } from './rule-files.js';
+import { displayPath, loadRuleFiles, toLoadedRule, type RuleFilesRead } from './rule-files.js';
 import { RuleIndex, triggerMatches } from './rule-index.js';
 import { RuleStateEntity } from '../database/rule-state.entity.js';
 import { formatProblem, type LoadedRule, type RuleDefinition, type RuleProblem } from './rule.types.js';
@@ -60,7 +60,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   private readonly lock = new Mutex();
   private listener: ChannelListener | undefined;
   private reloadQueued = false;
-  private lastFileRead: Pick<RuleFiles, 'files' | 'stamps'> | undefined;
+  private lastFileRead: RuleFilesRead | undefined;
   /** This process's name in the notifications it sends: it has applied its own changes already. */
   readonly origin = randomUUID();
   /** Problems of the last reload, by file. */
@@ -118,7 +118,7 @@ export class RuleRegistry implements OnModuleInit, OnApplicationShutdown {
   }
 
   /** The rule files as the last reload read them (rule-files.ts ruleFilesChanged), none before the first. */
-  get fileRead(): Pick<RuleFiles, 'files' | 'stamps'> | undefined {
+  get fileRead(): RuleFilesRead | undefined {
     return this.lastFileRead;
   }
 

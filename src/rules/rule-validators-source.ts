@@ -8,9 +8,9 @@
  */
 // A CommonJS module whose `default` is the generator (its types say so; Node's default import is the whole module).
 import standalone from 'ajv/dist/standalone/index.js';
-import { readRuleSchemaText, ruleSchemaAjv, schemaHash } from './rule-schema.js';
+import { ruleSchemaAjv, schemaHash } from './rule-schema.js';
 
-export function ruleValidatorsSource(schemaText = readRuleSchemaText()): string {
+export function ruleValidatorsSource(schemaText: string): string {
   const code = standalone.default(ruleSchemaAjv(schemaText, { source: true }), { file: 'rule-file', rule: 'rule' });
   return `${code}\nexports.schemaHash = ${JSON.stringify(schemaHash(schemaText))};\n`;
 }

@@ -39,12 +39,12 @@ describe.each(kinds)(`${RuleWatcher.name} on $name`, (kind) => {
     // Made before the watcher looks at the folder: it reports no event for it (it ignores what it first finds).
     write('a.json', aDefinition('a', 'second, written before the watcher started'));
     write('b.json', aDefinition('b', 'added before the watcher started'));
-    await watcher.onApplicationBootstrap();
+    watcher.onApplicationBootstrap();
     await waitUntil(() => titleOf('a') === 'second, written before the watcher started' && titleOf('b') !== undefined, { timeoutMs: 5_000, what: 'the catch-up reload' });
   });
 
   it('reloads on a change made once it watches', async () => {
-    await watcher.onApplicationBootstrap();
+    watcher.onApplicationBootstrap();
     expect(titleOf('a')).toBe('first');
     // Seen by the watcher, or by its catch-up should its first look at the folder not be over yet.
     write('a.json', aDefinition('a', 'changed while watched'));

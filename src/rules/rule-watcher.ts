@@ -7,7 +7,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { watch, type FSWatcher } from 'chokidar';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
-import { ruleFilesChanged, type RuleFiles } from './rule-files.js';
+import { ruleFilesChanged, type RuleFilesRead } from './rule-files.js';
 import { RuleRegistry } from './rule-registry.service.js';
 
 export const RELOAD_DEBOUNCE_MS = 250;
@@ -24,7 +24,7 @@ export class RuleWatcher implements OnApplicationBootstrap, OnApplicationShutdow
     private readonly registry: RuleRegistry,
   ) {}
 
-  async onApplicationBootstrap(): Promise<void> {
+  onApplicationBootstrap(): void {
     this.watcher = watch(this.config.rulesDir, {
       ignoreInitial: true,
       ignored: (path, stats) => (stats?.isFile() ?? false) && !path.endsWith('.json'),
@@ -32,16 +32,15 @@ export class RuleWatcher implements OnApplicationBootstrap, OnApplicationShutdow
     });
     this.watcher.on('all', () => this.schedule());
     this.watcher.on('error', (error) => this.logger.warn(`watching ${this.config.rulesDir} failed: ${(error as Error).message}`));
-    // Not waited for: the watcher's first look at a folder of a thousand files takes about a tenth of a second, which
-    // the engine's start need not. What changed between the rules' read and the end of that look is caught up then.
-    // Against the read the engine started with: a change since then is one the watcher would have reported, and
-    // gets its reload, even when a reload on demand took it in meanwhile.
+    // Its first look at the folder (about a tenth of a second for a thousand files) is not waited for. Once it is done,
+    // what changed since the read the engine started with gets its reload, as the watcher would have reported it,
+    // even when a reload on demand took the change in meanwhile.
     const read = this.registry.fileRead;
     this.watcher.once('ready', () => void this.catchUp(read));
   }
 
   /** A reload when a rule file changed between the registry's read `read` and the end of the watcher's first look. */
-  private async catchUp(read: Pick<RuleFiles, 'files' | 'stamps'> | undefined): Promise<void> {
+  private async catchUp(read: RuleFilesRead | undefined): Promise<void> {
     if (read === undefined || this.closed) return;
     try {
       if (await ruleFilesChanged(this.config.rulesDir, read)) this.schedule();
