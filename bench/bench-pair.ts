@@ -91,24 +91,27 @@ export interface Spread {
   max: number;
 }
 
+/** The median of some figures (of an even count, the mean of the middle two) and their range. */
+export function spreadOf(values: readonly number[]): Spread {
+  if (values.length === 0) throw new Error('no figure to sum up');
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return { median, min: sorted[0], max: sorted[sorted.length - 1] };
+}
+
 /** B over A in each round, summed up over the rounds: events per second, main-thread CPU per event, and (end to end) p50 and p99. */
 export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; p50?: Spread; p99?: Spread } {
   if (rounds.length === 0) throw new Error('no round to sum up');
-  const spread = (ratios: number[]): Spread => {
-    const sorted = [...ratios].sort((x, y) => x - y);
-    const mid = sorted.length >> 1;
-    const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-    return { median, min: sorted[0], max: sorted[sorted.length - 1] };
-  };
   const summary = {
-    eventsPerSecond: spread(rounds.map((r) => r.b.eventsPerSecond / r.a.eventsPerSecond)),
-    mainCpu: spread(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
+    eventsPerSecond: spreadOf(rounds.map((r) => r.b.eventsPerSecond / r.a.eventsPerSecond)),
+    mainCpu: spreadOf(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
   };
   if (!rounds.every((r) => r.a.latency && r.b.latency)) return summary;
   return {
     ...summary,
-    p50: spread(rounds.map((r) => r.b.latency!.p50 / r.a.latency!.p50)),
-    p99: spread(rounds.map((r) => r.b.latency!.p99 / r.a.latency!.p99)),
+    p50: spreadOf(rounds.map((r) => r.b.latency!.p50 / r.a.latency!.p50)),
+    p99: spreadOf(rounds.map((r) => r.b.latency!.p99 / r.a.latency!.p99)),
   };
 }
 

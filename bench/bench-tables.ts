@@ -178,8 +178,15 @@ export function backlogLines(all: BacklogFigures[]): string[] {
   ]);
 }
 
+/** A start-up figure: the median, and over more than one start their range and count. */
+export function startupSeconds(median: number, spread: StartupFigures['fresh']): string {
+  if (!spread || spread.starts < 2) return seconds(median);
+  return `${seconds(median)} (${spread.min.toFixed(2)}–${seconds(spread.max)}, median of ${spread.starts})`;
+}
+
 export function startupLines(all: StartupFigures[]): string[] {
   if (all.length === 0) return [];
-  const parts = all.map((s) => `${int(s.ruleFiles)} rule file${s.ruleFiles === 1 ? '' : 's'} ${seconds(s.freshSeconds)}${s.restartSeconds === undefined ? '' : ` (restart ${seconds(s.restartSeconds)})`}`);
+  const restart = (s: StartupFigures) => (s.restartSeconds === undefined ? '' : `; restart ${startupSeconds(s.restartSeconds, s.restart)}`);
+  const parts = all.map((s) => `${int(s.ruleFiles)} rule file${s.ruleFiles === 1 ? '' : 's'} ${startupSeconds(s.freshSeconds, s.fresh)}${restart(s)}`);
   return [`start-up, spawn to /health/ready (fresh SQLite file, migrations included): ${parts.join(' | ')}`];
 }
