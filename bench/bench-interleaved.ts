@@ -89,7 +89,7 @@ async function runSlices(ctx: ScenarioContext, lanes: Lane[], kind: LoadKind, fa
         const prefix = runPrefix(`${kind}_${lane.system}_${k}`);
         const events = signedEvents(kind === 'e2e' ? 'matching' : 'unmatched', prefix, lane.perSlice);
         const arrivals = await ctx.fake.beginRun(prefix, events.length);
-        const backends = lane.before !== undefined ? new BackendCpu(options.postgresUrl!, lane.database.where) : undefined;
+        const backends = lane.system === 'postgres' ? new BackendCpu(options.postgresUrl!, lane.database.where) : undefined;
         lane.slices.push(await timedRun(ctx, lane.target, events, lane.poster, { kind, arrivals, remaining: lane.remaining, backends, seconds }));
       } catch (error) {
         lane.failed = true;

@@ -5,7 +5,7 @@
  */
 import type { ClosedLoopFigures } from './bench-closed.js';
 import type { BenchResults } from './bench-results.js';
-import { closedLoopLines, handledPerSecond, versusFlowEngine } from './bench-tables.js';
+import { backendsNote, closedLoopLines, handledPerSecond, versusFlowEngine } from './bench-tables.js';
 import { judgeTargets } from './bench-targets.js';
 
 /** A closed-loop figure: `handled` events done (actions arrived) over `seconds` of sending and `drainSeconds` after. */
@@ -66,5 +66,20 @@ describe('the engine against the in-memory flow engine', () => {
     const rss = judgeTargets(results).find((t) => t.target.startsWith('engine peak RSS'));
 
     expect(rss).toMatchObject({ figure: 'highest 150 MB (e2e keep-alive sqlite), over 2 engine runs', verdict: 'met' });
+  });
+});
+
+describe("PostgreSQL's backends, on intake as end to end", () => {
+  it('prints their CPU an event handled and events per CPU-second of the engine and its backends together', () => {
+    // 60,000 events handled for 6 CPU-seconds of the engine and 9 of its backends: 150 µs an event, 4,000 a CPU-second.
+    const intake = { ...run('postgres', { eventsPerSecond: 6_000, handled: 60_000, cpuSeconds: 6 }), kind: 'intake', databaseCpuSeconds: 9, eventsPerCpuSecondWithDatabase: 60_000 / 15 } as ClosedLoopFigures;
+
+    expect(backendsNote(intake)).toBe('its PostgreSQL backends 150 µs of CPU an event; 4,000 events per CPU-second of the engine and its backends together');
+    expect(closedLoopLines([intake], 10)).toContain('    engine, PostgreSQL, its PostgreSQL backends 150 µs of CPU an event; 4,000 events per CPU-second of the engine and its backends together');
+  });
+
+  it('prints nothing where the backends were not measured (a server whose processes are not visible here, or SQLite)', () => {
+    expect(backendsNote(postgres)).toBeUndefined();
+    expect(closedLoopLines([postgres], 10).some((line) => line.includes('backends'))).toBe(false);
   });
 });

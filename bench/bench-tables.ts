@@ -51,6 +51,18 @@ function closedRow(f: ClosedLoopFigures, reference: ClosedLoopFigures | undefine
   ];
 }
 
+/**
+ * PostgreSQL: the CPU its backends spent for the engine's database (bench-pgstats.ts BackendCpu), an event handled,
+ * and events per CPU-second of the engine and its backends together: on intake most of what an event costs the
+ * machine, beside a reference whose SQLite runs in its own process.
+ */
+export function backendsNote(f: ClosedLoopFigures): string | undefined {
+  const handled = f.eventsPerCpuSecond * f.cpuSeconds;
+  if (f.databaseCpuSeconds === undefined || f.eventsPerCpuSecondWithDatabase === undefined || handled <= 0) return undefined;
+  const us = (f.databaseCpuSeconds * 1e6) / handled;
+  return `its PostgreSQL backends ${decimal(us)} µs of CPU an event; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its backends together`;
+}
+
 function closedNotes(f: ClosedLoopFigures): string[] {
   const notes: string[] = [];
   const who = systemLabel(f.system);
@@ -66,10 +78,11 @@ function closedNotes(f: ClosedLoopFigures): string[] {
     const c = f.cpuPerEvent;
     notes.push(`${who}, CPU per event (drain included): main thread ${decimal(c.mainUserUs)} µs user + ${decimal(c.mainSystemUs)} µs system (${int(c.mainBusy * 100)} % of a core), other threads ${decimal(c.otherThreadsUs)} µs`);
   }
+  const backends = backendsNote(f);
+  if (backends) notes.push(`${who}, ${backends}`);
   if (f.postgres) {
     const p = f.postgres.perEvent;
-    const withDb = f.eventsPerCpuSecondWithDatabase === undefined ? '' : `; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its PostgreSQL backends together`;
-    notes.push(`${who}, per event (pg_stat_database, start-up left out, ${int(f.postgres.events)} events): ${p.transactions.toFixed(2)} transactions, ${decimal(p.rowsRead)} rows read, ${decimal(p.rowsWritten)} rows written${withDb}`);
+    notes.push(`${who}, per event (pg_stat_database, start-up left out, ${int(f.postgres.events)} events): ${p.transactions.toFixed(2)} transactions, ${decimal(p.rowsRead)} rows read, ${decimal(p.rowsWritten)} rows written`);
     const wal = p.walBytes > 0 ? `${decimal(p.walBytes / 1000)} kB of write-ahead log (pg_stat_wal, the whole server)` : undefined;
     const u = f.postgres.updates;
     const hot = u === undefined ? undefined : `${u.perEvent.toFixed(1)} row updates of ${UPDATED_TABLES.join(', ')}, ${Math.round(u.hotShare * 100)} % of them HOT`;
