@@ -74,8 +74,8 @@ describe("PostgreSQL's backends, on intake as end to end", () => {
     // 60,000 events handled for 6 CPU-seconds of the engine and 9 of its backends: 150 µs an event, 4,000 a CPU-second.
     const intake = { ...run('postgres', { eventsPerSecond: 6_000, handled: 60_000, cpuSeconds: 6 }), kind: 'intake', databaseCpuSeconds: 9, eventsPerCpuSecondWithDatabase: 60_000 / 15 } as ClosedLoopFigures;
 
-    expect(backendsNote(intake)).toBe('its PostgreSQL backends 150 µs of CPU an event; 4,000 events per CPU-second of the engine and its backends together');
-    expect(closedLoopLines([intake], 10)).toContain('    engine, PostgreSQL, its PostgreSQL backends 150 µs of CPU an event; 4,000 events per CPU-second of the engine and its backends together');
+    expect(backendsNote(intake)).toBe("its backends' CPU (the server's processes serving its database) 150 µs an event; 4,000 events per CPU-second of the engine and its backends together");
+    expect(closedLoopLines([intake], 10)).toContain("    engine, PostgreSQL, its backends' CPU (the server's processes serving its database) 150 µs an event; 4,000 events per CPU-second of the engine and its backends together");
   });
 
   it('prints nothing where the backends were not measured (a server whose processes are not visible here, or SQLite)', () => {

@@ -60,7 +60,7 @@ export function backendsNote(f: ClosedLoopFigures): string | undefined {
   const handled = f.eventsPerCpuSecond * f.cpuSeconds;
   if (f.databaseCpuSeconds === undefined || f.eventsPerCpuSecondWithDatabase === undefined || handled <= 0) return undefined;
   const us = (f.databaseCpuSeconds * 1e6) / handled;
-  return `its PostgreSQL backends ${decimal(us)} µs of CPU an event; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its backends together`;
+  return `its backends' CPU (the server's processes serving its database) ${decimal(us)} µs an event; ${int(f.eventsPerCpuSecondWithDatabase)} events per CPU-second of the engine and its backends together`;
 }
 
 function closedNotes(f: ClosedLoopFigures): string[] {
