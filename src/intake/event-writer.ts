@@ -14,6 +14,9 @@
  * could have caused them) to this process, and hands them over in memory after
  * the commit: the claim query is then the path for the rest (events that must
  * wait their turn, retries, recovery, other replicas), not the normal one.
+ * An event so free that needs nothing but its evaluation is decided in that
+ * commit instead (FreshEventsHandOff.decider): stored finished, with no commit
+ * of the event loop's (on PostgreSQL only an event no rule matches).
  */
 import { Inject, Injectable } from '@nestjs/common';
 import type { CausalScope } from '../causal-scope.js';
@@ -24,6 +27,7 @@ import { GroupCommit, type Answered } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { EventEnvelope } from './envelope.js';
+import { HAS_SNAPSHOT, INSERT_DECIDED, INSERT_MANY, INSERT_ONE, insertDecidingSql, insertManySql, leasedOne, lockResources } from './event-insert-sql.js';
 import { requestsOnTheirWay } from './unread-connections.js';
 
 export interface NewEvent {
@@ -61,11 +65,13 @@ export interface FreshEventsHandOff<Made = never> {
    */
   lease(): FreshLease | undefined;
   /**
-   * SQLite: how the commit of `events` decides, one by one, an event the lease would hand over and free to be
-   * evaluated now (not held): in the commit that stores it, when its evaluation needs nothing but the event and the
-   * database (no lookup): stored finished, with what it made (DecidedEvent: its executions and their first runs);
+   * How the commit of `events` decides, one by one, an event the lease would hand over and free to be evaluated now
+   * (not held): in the commit that stores it, when its evaluation needs nothing but the event and the database (no
+   * lookup): stored finished, with what it made (DecidedEvent: on SQLite its executions and their first runs);
    * undefined: it is leased and handed over as before. Asked once per commit, before its first event is stored (what
-   * it reads, it reads for the batch).
+   * it reads, it reads for the batch). On PostgreSQL, where the batch is one statement, every event is asked before
+   * that statement (`decisionsOf`), and the statement stores decided those of them it finds free (insertDecidingSql);
+   * the lease must then be one that `decides` (FreshLease).
    */
   decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider<Made> | undefined>;
   /** After the commit: what it leased, what it decided (stored finished), and what those decided made. */
@@ -81,6 +87,14 @@ export interface Decider<Made = never> {
    * probing resource_snapshots for it twice an event (the lease's `seen`, the row's `seen_resource`).
    */
   seen(resourceKey: string): boolean;
+  /**
+   * PostgreSQL, whose decider reads nothing and evaluates each event as if its resource had neither snapshot nor
+   * provenance: whether the evaluation of the event about the resource read its snapshot (through `changes`). The
+   * statement that stores the batch checks what it assumed: no provenance, and no snapshot where it read one.
+   */
+  readSnapshot?(resourceKey: string): boolean;
+  /** PostgreSQL: the event was leased, but what its evaluation assumed was not so (readSnapshot), or it is held: its evaluation does not hold. */
+  stale?(eventId: string): void;
 }
 
 /** A new event as the commit that stores it knows it, before it has a seq. */
@@ -105,6 +119,8 @@ export interface DecidedEvent<Made = never> {
   selfCaused: boolean;
   /** The explanation, as JSON. */
   explanation: string;
+  /** The resource's snapshot as `record` saves it, when the event made nothing else (PostgreSQL writes it in the statement that stores the batch). */
+  snapshot?: string | undefined;
   record(sql: Statements, seq: number): Promise<Made[]>;
 }
 
@@ -125,6 +141,11 @@ export interface DecidedEvent<Made = never> {
 export interface FreshLease {
   sql: string;
   params: unknown[];
+  /**
+   * PostgreSQL: `sql` leases none of the events the statement stores decided (insertDecidingSql), which a decider
+   * decides (FreshEventsHandOff.decider).
+   */
+  decides?: boolean;
   room: number;
   owner: string;
   until: string;
@@ -157,88 +178,8 @@ export interface HandedOver<T> {
   complete: boolean;
 }
 
-const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource, lease_owner, lease_until';
-// `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
-/** SQLite, when no decider knows it (Decider.seen): whether the resource has a snapshot now. */
-const HAS_SNAPSHOT = 'SELECT 1 AS seen FROM resource_snapshots WHERE resource_key = ?';
-/**
- * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), `seen` as bound (0 or
- * 1), leased as its last two placeholders say (NULL, NULL: unleased). Without RETURNING (Statements.insertOne): a
- * conflict stores nothing.
- */
-const INSERT_ONE = `INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, 'received', ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-  ON CONFLICT (event_id) DO NOTHING`;
-
-/** SQLite: a new event stored decided (DecidedEvent): finished, never leased, its outcome's columns last. */
-const INSERT_DECIDED = `INSERT INTO events (${COLUMNS}, self_caused, processed_at, explanation)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL, ?, ?, ?)
-  ON CONFLICT (event_id) DO NOTHING`;
-
-/** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
-const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
-  SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, 'received', b.source, b.payload, b.depth, b.replay_of,
-         b.received_at, 0, b.next_attempt_at, b.seen, ${leased ? 'l.lease_owner, l.lease_until' : 'NULL, NULL'}
-  FROM batch b ${leased ? 'LEFT JOIN leased l ON l.ord = b.ord' : ''}`;
-const RETURNING = 'ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, lease_owner IS NOT NULL AS leased';
-/** Whether a leased event is held behind a create in flight: unseen, and received no earlier than its scope's oldest (the lease's `held`). */
-const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND received_at >= COALESCE(
-    (SELECT h.since FROM held h WHERE h.kind = events.scope_kind AND h.parent IS NOT DISTINCT FROM events.scope_parent), '9999') AS held`;
-
-/**
- * SQLite: whether one new event is leased, as `lease` (FreshLease.sql) says: its row, or none. Asked before the
- * event's INSERT_ONE, in the same transaction (SQLite has one writer, and each event's statements see the ones
- * before it). Placeholders: resource_key, scope_kind, scope_parent, received_at, seen (0 or 1), then the lease's
- * (none on SQLite: FreshLease.owner and until are what the INSERT stores). (The lease inside the INSERT, as on
- * PostgreSQL, cost 28 µs an event against 16 for the two apart.)
- */
-const leasedOne = (lease: string) => `WITH batch AS (
-    SELECT ? AS resource_key, ? AS scope_kind, ? AS scope_parent, ? AS received_at, ? AS seen, 1 AS ord)
-  ${lease}`;
-
-/**
- * PostgreSQL: the whole batch in one statement, whatever its size (columns as
- * arrays), leased as `lease` (FreshLease.sql: there the definitions of `held`
- * and `leased` for the statement's WITH) says, if given. The snapshot is
- * probed once per event through its primary key (LATERAL … LIMIT 1): as an
- * EXISTS, a large batch on a table with young statistics was planned as a
- * hashed subplan that read every snapshot. Placeholders: received_at,
- * next_attempt_at, the columns, then the lease's.
- */
-export function insertManySql(lease?: string): string {
-  return `WITH batch AS MATERIALIZED (
-    SELECT t.*, ?::varchar AS received_at, ?::varchar AS next_attempt_at, t.resource_key IS NULL OR s.seen IS NOT NULL AS seen
-    FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
-         WITH ORDINALITY AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of, ord)
-    LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true)
-  ${lease === undefined ? '' : `, ${lease}`}
-  ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}${lease === undefined ? '' : RETURNING_HELD}`;
-}
-export const INSERT_MANY = insertManySql();
 /** Keeps a batch's statement and its memory small. */
 const MAX_BATCH = 500;
-
-/**
- * PostgreSQL: the key space of intake's locks on resources (`pg_advisory_xact_lock(int, int)`, a space of its own:
- * the one-key locks the throttle takes never meet these).
- */
-const RESOURCE_LOCKS = 0x45564e54;
-/**
- * PostgreSQL: intake's transaction takes a lock on each resource of its batch (`hashtext` of the key, in order, so two
- * commits never wait on each other in a circle) before its INSERT. Two replicas storing events about one resource at
- * the same moment then store them one after the other: the second INSERT, started once the first commit is done, sees
- * the first event waiting and leases nothing about that resource, and its seq is the larger. Without it each lease
- * looked past the other's uncommitted event and both were evaluated at once: the later was acted on first in a
- * quarter to a third of such pairs (test/replicas-order.e2e-spec.ts). The lock lasts until the commit; within one process intake commits one batch at
- * a time, so only replicas (or a replay, through the same writer) ever wait for it.
- */
-const LOCK_RESOURCES = `SELECT pg_advisory_xact_lock(${RESOURCE_LOCKS}, h)
-  FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(?::text[]) AS k WHERE k IS NOT NULL) locks ORDER BY h`;
-
-/** Queued ahead of the INSERT (Statements.queue): it travels in the same write, and the INSERT starts once it is done. */
-function lockResources(sql: Statements, events: NewEvent[]): void {
-  const keys = events.map((e) => e.resourceKey).filter((key): key is string => key !== null);
-  if (keys.length > 0) sql.queue(LOCK_RESOURCES, [keys]).catch(() => undefined);
-}
 
 @Injectable()
 export class EventWriter {
@@ -292,7 +233,13 @@ export class EventWriter {
     const receivedAt = nowIso(this.clock);
     const lease = this.handOff?.lease();
     if (this.db.kind === 'postgres') {
-      const answered = this.insertMany(sql, events, receivedAt, lease).then((rows) => this.stored(events, rows, lease, receivedAt));
+      // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
+      // per session (0.08 ms of planning a commit before). The lock's statement too (0.03 ms of planning a commit).
+      planOnceByKey(sql);
+      lockResources(sql, events.map((e) => e.resourceKey));
+      const decisions = lease?.decides ? await this.decisionsOf(sql, events, receivedAt) : undefined;
+      const answered = this.insertMany(sql, events, receivedAt, lease, decisions)
+        .then((rows) => this.stored(events, decisions ? decidedRows(rows, events, decisions.decider) : rows, lease, receivedAt));
       answered.catch(() => undefined); // The commit fails with the INSERT's error, and GroupCommit tells the callers.
       return { answered };
     }
@@ -313,18 +260,31 @@ export class EventWriter {
     return text;
   }
 
-  private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined): Promise<Inserted[]> {
+  /**
+   * PostgreSQL: what the decider makes of each new event, asked before the statement that stores the batch (it reads
+   * nothing: Decider.readSnapshot). Only an event alone in the batch with its id and its resource is asked: the
+   * statement sees none of its own rows, so a later event about the same resource could not compare itself with a
+   * snapshot the first saves there. Undefined: no decider, or it declined the batch.
+   */
+  private async decisionsOf(sql: Statements, events: NewEvent[], now: string): Promise<Decisions | undefined> {
+    const fresh = events.map(freshEvent);
+    const decider = await this.handOff?.decider?.(sql, fresh, now);
+    if (decider === undefined) return undefined;
+    const alone = aloneInBatch(events);
+    const decided: Array<DecidedEvent<unknown> | undefined> = [];
+    for (const [i, e] of events.entries()) decided.push(alone(e) ? await decider.decide(fresh[i]!) : undefined);
+    return { decider, decided };
+  }
+
+  private insertMany(sql: Statements, events: NewEvent[], now: string, lease: FreshLease | undefined, decisions?: Decisions): Promise<Inserted[]> {
     const column = <T>(pick: (e: NewEvent) => T) => events.map(pick);
-    // Found by key alone (the snapshots by resource key, the conflicts by event id, the lease's checks): planned once
-    // per session (0.08 ms of planning a commit before). The lock's statement too (0.03 ms of planning a commit).
-    planOnceByKey(sql);
-    lockResources(sql, events);
     const params = [
       now, now, column((e) => e.eventId), column((e) => e.type), column((e) => e.resourceKey),
       column((e) => e.scope?.kind ?? null), column((e) => e.scope?.parent ?? null), column((e) => e.source),
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ];
     if (lease === undefined) return sql.queueRows<Inserted>(INSERT_MANY, params);
+    if (lease.decides) return sql.queueRows<Inserted>(this.leasingText(lease, insertDecidingSql), [...params, ...decidedColumns(events, decisions), ...lease.params]);
     return sql.queueRows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
   }
 
@@ -387,9 +347,66 @@ interface Inserted {
   leased: boolean | number;
   /** Leased, held behind a create in flight. */
   held?: boolean;
-  /** SQLite: stored decided (FreshEventsHandOff.decider), not leased: the event as decided, and what it made. */
+  /** Stored decided (FreshEventsHandOff.decider), not leased: the event as decided, and what it made. */
   decided?: FreshEvent;
   made?: unknown[];
+  /** PostgreSQL (insertDecidingSql): stored decided; whether its resource had a snapshot, and no provenance (what the evaluation assumed: Decider.readSnapshot). */
+  finished?: boolean;
+  seen_resource?: boolean;
+  untouched?: boolean;
+}
+
+/** PostgreSQL: what the decider made of a batch's events (Decider.decide, in the batch's order), before the statement that stores them. */
+interface Decisions {
+  decider: Decider<unknown>;
+  decided: Array<DecidedEvent<unknown> | undefined>;
+}
+
+/** Whether an event is alone in its batch with its id and its resource (EventWriter.decisionsOf). */
+function aloneInBatch(events: NewEvent[]): (e: NewEvent) => boolean {
+  const count = new Map<string, number>();
+  const add = (key: string) => count.set(key, (count.get(key) ?? 0) + 1);
+  for (const e of events) {
+    add(`id\u0000${e.eventId}`);
+    if (e.resourceKey !== null) add(`resource\u0000${e.resourceKey}`);
+  }
+  return (e) => count.get(`id\u0000${e.eventId}`) === 1 && (e.resourceKey === null || count.get(`resource\u0000${e.resourceKey}`) === 1);
+}
+
+/** insertDecidingSql's columns of decisions: status, depth, self-caused, explanation, snapshot; then whether its evaluation read the snapshot (Decider.readSnapshot). */
+function decidedColumns(events: NewEvent[], decisions: Decisions | undefined): unknown[][] {
+  const decided = (pick: (d: DecidedEvent<unknown>) => unknown) => events.map((_e, i) => {
+    const d = decisions?.decided[i];
+    return d === undefined ? null : (pick(d) ?? null);
+  });
+  const reader = decisions?.decider;
+  return [
+    decided((d) => d.status), decided((d) => d.depth), decided((d) => d.selfCaused), decided((d) => d.explanation), decided((d) => d.snapshot),
+    events.map((e) => (e.resourceKey === null || reader?.readSnapshot === undefined ? null : reader.readSnapshot(e.resourceKey))),
+  ];
+}
+
+/** Whether what the decider's evaluation of an event assumed of its resource is so (insertDecidingSql's `current`, for a row it stored). */
+function assumed(row: Inserted, e: NewEvent | undefined, decider: Decider<unknown>): boolean {
+  const key = e?.resourceKey ?? null;
+  return Boolean(row.untouched) && (key === null || !row.seen_resource || !(decider.readSnapshot?.(key) ?? true));
+}
+
+/**
+ * PostgreSQL: the rows insertDecidingSql stored, as `stored` reads SQLite's: each stored decided with the event as
+ * decided (it made nothing but its snapshot); an evaluation the decider made of an event leased on another reading,
+ * or held behind a create in flight, forgotten (Decider.stale).
+ */
+function decidedRows(rows: Inserted[], events: NewEvent[], decider: Decider<unknown>): Inserted[] {
+  const byId = new Map(events.map((e) => [e.eventId, e]));
+  for (const row of rows) {
+    const e = byId.get(row.event_id);
+    if (row.finished && e !== undefined) {
+      row.decided = freshEvent(e);
+      row.made = [];
+    } else if (row.leased && (row.held || !assumed(row, e, decider))) decider.stale?.(row.event_id);
+  }
+  return rows;
 }
 
 /** What a commit leased to the event loop, what it decided, and what those made. */

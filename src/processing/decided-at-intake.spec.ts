@@ -48,16 +48,19 @@ const taskKeyOf = (event: EventEnvelope) => `task:${taskOf(event).id}`;
 
 beforeAll(() => Logger.overrideLogger(false));
 
-describe('events decided in the commit that stores them (SQLite)', () => {
+describe.each(kinds)('events decided in the commit that stores them on $name', (kind) => {
   let core: Core;
   let handed: ClaimedEvent[];
   let decided: FreshEvent[];
+  /** PostgreSQL stores a batch with one statement: only an event alone in it with its resource is decided there. */
+  const onPostgres = kind.name === 'postgres';
 
   beforeEach(async () => {
-    core = await openCore(sqliteUnderTest());
+    core = await openCore(kind);
     handed = [];
     decided = [];
-    handOff(() => core.queue.freshLease(100));
+    // As workers.ts asks it.
+    handOff(() => core.queue.freshLease(100, true));
   });
 
   afterEach(() => core.close());
@@ -144,7 +147,8 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     await storeAll([event, duplicate]);
 
     expect(handed.map((e) => e.event_id)).toEqual([event.id]);
-    expect(core.processor.evaluatedAt(handed[0]).evaluated?.resource).toEqual(taskOf(event));
+    // PostgreSQL evaluates neither of two events with one id in a batch: the loop evaluates the one stored.
+    expect(core.processor.evaluatedAt(handed[0]).evaluated?.resource).toEqual(onPostgres ? undefined : taskOf(event));
   });
 
   it('computes `changes` from the snapshot the commit sees, one saved by an earlier event of the same commit included', async () => {
@@ -153,6 +157,11 @@ describe('events decided in the commit that stores them (SQLite)', () => {
     const second = updated({ id: 'tsk_same', status: 'open' });
     await storeAll([first, second]);
 
+    if (onPostgres) {
+      // Neither is decided there: the first is leased to the loop, the second waits behind it.
+      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [first.id] });
+      return;
+    }
     // The second saw the first's snapshot: it changed the status from blocked, so to-blocked matched and it is the loop's.
     expect(decided.map((e) => e.event_id)).toEqual([first.id]);
     expect(handed.map((e) => e.event_id)).toEqual([second.id]);
@@ -245,6 +254,11 @@ describe('events decided in the commit that stores them (SQLite)', () => {
       source: 'webhook', payload: JSON.stringify(event),
     })));
 
+    if (onPostgres) {
+      // Two events about one resource in one statement: the first is leased (not held: A has no create in flight), the second waits.
+      expect({ decided, handed: handed.map((e) => [e.event_id, e.held !== undefined]) }).toEqual({ decided: [], handed: [[inA.id, false]] });
+      return;
+    }
     expect(decided.map((e) => e.event_id)).toEqual([inA.id, inB.id]);
     expect(handed).toEqual([]);
     expect(await core.event(inB.id)).toMatchObject({ status: 'ignored', seenResource: true });
@@ -402,25 +416,103 @@ describe('events a rule matches, decided in the commit that stores them with the
   });
 });
 
-describe.each(kinds.filter((kind) => kind.name === 'postgres'))('events stored on $name', (kind) => {
-  it('are never decided in the commit that stores them: the whole batch is one statement there', async () => {
+describe.each(kinds.filter((kind) => kind.name === 'postgres'))('intake\'s commits on $name', (kind) => {
+  /** Intake's hand-off as workers.ts wires it on PostgreSQL: what it leases goes to `handed`, what it decides to `decided`. */
+  function wire(core: Core, handed: ClaimedEvent[], decided: string[]): void {
+    core.writer.handOffTo({
+      lease: () => core.queue.freshLease(100, true),
+      decider: (sql, events, at) => core.processor.deciderAtIntake(sql, events, at),
+      take: (leased, _complete, stored) => {
+        handed.push(...leased);
+        decided.push(...stored.map((e) => e.event_id));
+      },
+    });
+  }
+
+  it('decide reading nothing first: an event whose evaluation read a snapshot its resource has is the loop\'s, evaluated again there', async () => {
+    const core = await openCore(kind);
+    try {
+      core.useRules(toBlocked);
+      const handed: ClaimedEvent[] = [];
+      const decided: string[] = [];
+      wire(core, handed, decided);
+      const event = taskEvent('task.updated', { id: 'tsk_was_blocked', title: 'Routine update', status: 'open' });
+      const now = core.clock.now().toISOString();
+      await core.db.write((m) => m.insert(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event), payload: JSON.stringify({ ...taskOf(event), status: 'blocked' }), eventSeq: 1, updatedAt: now }));
+      await core.store(event);
+
+      // Evaluated as if the task were new, to-blocked did not match: that evaluation is not the one stored.
+      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id] });
+      expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
+      expect(await core.processor.process(handed[0], core.queue.owner)).toHaveLength(1);
+      expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'to-blocked', outcome: 'matched' })]);
+    } finally {
+      await core.close();
+    }
+  });
+
+  it('decide an event about a resource with a snapshot when its evaluation did not read it, saving the new one', async () => {
     const core = await openCore(kind);
     try {
       core.useRules(releasesOnly);
-      let asked = 0;
-      const handed: string[] = [];
-      core.writer.handOffTo({
-        lease: () => core.queue.freshLease(100),
-        decider: async () => {
-          asked++;
-          return undefined;
-        },
-        take: (leased) => handed.push(...leased.map((e) => e.event_id)),
-      });
-      const event = taskEvent('task.updated', { title: 'Routine update' });
-      await core.store(event);
-      expect({ asked, handed }).toEqual({ asked: 0, handed: [event.id] });
-      expect(await core.event(event.id)).toMatchObject({ status: 'received' });
+      const handed: ClaimedEvent[] = [];
+      const decided: string[] = [];
+      wire(core, handed, decided);
+      const first = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'open' });
+      const second = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'done' });
+      await core.store(first);
+      await core.store(second);
+
+      expect({ decided, handed }).toEqual({ decided: [first.id, second.id], handed: [] });
+      const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(second) });
+      expect({ seq: Number(snapshot.eventSeq), status: (JSON.parse(snapshot.payload) as { status: string }).status }).toEqual({ seq: (await core.event(second.id)).seq, status: 'done' });
+      expect(await core.event(second.id)).toMatchObject({ status: 'ignored', seenResource: true });
+    } finally {
+      await core.close();
+    }
+  });
+
+  it('decide no event about a resource an action touched (its chain is the loop\'s to read), nor hand over its evaluation', async () => {
+    const core = await openCore(kind);
+    try {
+      core.useRules(releasesOnly);
+      const handed: ClaimedEvent[] = [];
+      const decided: string[] = [];
+      wire(core, handed, decided);
+      const event = taskEvent('task.updated', { id: 'tsk_touched', title: 'Release 4' });
+      const routine = taskEvent('task.updated', { id: 'tsk_touched_too', title: 'Routine update' });
+      const changedAt = core.clock.now().toISOString();
+      await core.db.write((m) => m.insert(ResourceProvenanceEntity, [event, routine].map((e) => ({ resourceKey: taskKeyOf(e), depth: 2, actionRunId: 'run-1', ruleId: 'other', changedAt }))));
+      await storeTogether(core, [event, routine]);
+
+      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id, routine.id] });
+      expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
+      // Caused by the engine's own action, the event is not one the rule answers: evaluated as new, it matched.
+      for (const claim of handed) await core.processor.process(claim, core.queue.owner);
+      expect(await core.event(event.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
+      expect(await core.event(routine.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
+    } finally {
+      await core.close();
+    }
+  });
+
+  it('decide only an event alone in its batch with its resource, and save its snapshot in the statement that stores it', async () => {
+    const core = await openCore(kind);
+    try {
+      core.useRules(releasesOnly);
+      const decided: string[] = [];
+      wire(core, [], decided);
+      const alone = [1, 2, 3].map((i) => taskEvent('task.updated', { id: `tsk_alone_${i}`, title: 'Routine update' }));
+      const twice = [1, 2].map((i) => taskEvent('task.updated', { id: 'tsk_twice', title: `Routine update ${i}` }));
+      await storeTogether(core, [...alone, ...twice]);
+
+      expect(decided.sort()).toEqual(alone.map((e) => e.id).sort());
+      for (const event of alone) {
+        const stored = await core.event(event.id);
+        const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event) });
+        expect({ status: stored.status, seq: Number(snapshot.eventSeq), payload: JSON.parse(snapshot.payload) as unknown }).toEqual({ status: 'ignored', seq: stored.seq, payload: taskOf(event) });
+      }
+      expect(await core.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: 'task:tsk_twice' })).toBeNull();
     } finally {
       await core.close();
     }

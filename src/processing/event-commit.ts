@@ -112,7 +112,13 @@ const BATCHED = new Map<string, Batched>([
 export interface DecidedRecord {
   seq: number;
   resourceKey: string | null;
-  resource: Record<string, unknown> | undefined;
+  /** The resource's snapshot as saveSnapshot writes it (resourceSnapshotText), if any. */
+  snapshot: string | undefined;
+}
+
+/** The text a resource's snapshot is saved as, if the event has one to save. */
+export function resourceSnapshotText(resourceKey: string | null, resource: Record<string, unknown> | undefined): string | undefined {
+  return resourceKey && resource ? JSON.stringify(resource) : undefined;
 }
 
 export interface NewExecution {
@@ -235,8 +241,8 @@ export class EventCommit {
     now: string,
     markSeen: boolean,
   ): Promise<string | undefined> {
-    if (!key || !resource) return undefined;
-    const payload = JSON.stringify(resource);
+    const payload = resourceSnapshotText(key, resource);
+    if (!key || payload === undefined) return undefined;
     await sql.run(SAVE_SNAPSHOT, [key, payload, seq, now]);
     if (markSeen) await sql.run(this.kind === 'sqlite' ? MARK_SEEN_SQLITE : MARK_SEEN, [key]);
     return payload;
@@ -247,10 +253,10 @@ export class EventCommit {
    * finished, it created nothing): its resource's snapshot, as `record` writes it. No event about the resource is
    * marked seen, as `record` marks them after a first snapshot: an event is decided only when none about its resource
    * waits before it (its lease, work-queue.ts FRESH_LEASE_SQLITE), and those stored after it see the snapshot.
-   * Counted once that commit is done. The snapshot saved, if any.
+   * Counted once that commit is done. (On PostgreSQL the statement that stores the event saves it: event-writer.ts.)
    */
-  recordDecided(sql: Statements, { seq, resourceKey, resource }: DecidedRecord, now: string): Promise<string | undefined> {
-    return this.saveSnapshot(sql, { resource_key: resourceKey, seq }, resource, now, false);
+  async recordDecided(sql: Statements, { seq, resourceKey, snapshot }: DecidedRecord, now: string): Promise<void> {
+    if (resourceKey !== null && snapshot !== undefined) await sql.run(SAVE_SNAPSHOT, [resourceKey, snapshot, seq, now]);
   }
 
   /**

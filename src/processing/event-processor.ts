@@ -15,14 +15,15 @@ import { statementsOf, type Statements } from '../database/statements.js';
 import { storageFaultOf } from '../database/storage-faults.js';
 import { type EventEnvelope } from '../intake/envelope.js';
 import type { DecidedEvent, Decider, FreshEvent } from '../intake/event-writer.js';
-import { safeJsonParse } from '../json.js';
+import { isObject, safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes, type Lookups } from '../rules/facts.js';
 import { factsUsedBy } from '../rules/facts-used.js';
 import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
-import { EventCommit } from './event-commit.js';
+import { EventCommit, resourceSnapshotText } from './event-commit.js';
+import { readKnownResources, type KnownResources } from './known-resources.js';
 import { NoLookups } from './no-lookups.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { debounceKey, throttleKey } from './throttle.js';
@@ -34,41 +35,6 @@ export interface LetGoDecided {
   rest: ClaimedEvent[];
   /** The first runs of the decided events' executions. */
   made: CreatedRun[];
-}
-
-/** What the engine knows of the resources a batch is about: their last version, and which engine action touched them. */
-export interface KnownResources {
-  snapshots: Map<string, { payload: string }>;
-  provenance: Map<string, { depth: number; changedAt: string; ruleId: string }>;
-}
-
-const SNAPSHOTS = (n: number) => `SELECT resource_key, payload FROM resource_snapshots WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
-const PROVENANCE = (n: number) =>
-  `SELECT resource_key, depth, changed_at, rule_id FROM resource_provenance WHERE resource_key IN (${Array(n).fill('?').join(', ')})`;
-/**
- * PostgreSQL: snapshots and provenance in one statement (one round trip) whatever the batch size, and one
- * primary-key probe per key and table (LATERAL … LIMIT 1 cannot become a hash join), so a young table with stale
- * statistics is never read whole. A key with neither is left out.
- */
-const KNOWN_PG = `SELECT k.key AS resource_key, s.payload, p.depth, p.changed_at, p.rule_id FROM unnest(?::text[]) AS k(key)
-  LEFT JOIN LATERAL (SELECT payload FROM resource_snapshots WHERE resource_key = k.key LIMIT 1) s ON true
-  LEFT JOIN LATERAL (SELECT depth, changed_at, rule_id FROM resource_provenance WHERE resource_key = k.key LIMIT 1) p ON true
-  WHERE s.payload IS NOT NULL OR p.changed_at IS NOT NULL`;
-interface KnownRow {
-  resource_key: string;
-  payload: string | null;
-  depth: number | null;
-  changed_at: string | null;
-  rule_id: string | null;
-}
-
-function knownOf(rows: KnownRow[]): KnownResources {
-  const known: KnownResources = { snapshots: new Map(), provenance: new Map() };
-  for (const row of rows) {
-    if (row.payload !== null) known.snapshots.set(row.resource_key, { payload: row.payload });
-    if (row.changed_at !== null) known.provenance.set(row.resource_key, { depth: Number(row.depth), changedAt: row.changed_at, ruleId: row.rule_id! });
-  }
-  return known;
 }
 
 @Injectable()
@@ -91,23 +57,9 @@ export class EventProcessor {
     this.committer = new EventCommit(db.kind, config.dryRun, metrics);
   }
 
-  /**
-   * The snapshots and provenance of the resources a batch is about, read for the whole batch (one statement on
-   * PostgreSQL, two on SQLite). SQLite: no snapshot is looked up for an event held behind a create in flight: its
-   * resource had none when intake stored it (a held resource is unseen), and none is saved before the event is
-   * committed, being first in line for its resource. Its provenance is what the create may have left meanwhile.
-   */
+  /** The snapshots and provenance of the resources a batch is about, read for the whole batch (known-resources.ts). */
   async knownResources(claims: Array<Pick<ClaimedEvent, 'resource_key' | 'held'>>, sql = statementsOf(this.db.manager)): Promise<KnownResources> {
-    const keys = [...new Set(claims.map((c) => c.resource_key).filter((k): k is string => k !== null))];
-    if (keys.length === 0) return { snapshots: new Map(), provenance: new Map() };
-    if (this.db.kind === 'postgres') return knownOf(await sql.rows<KnownRow>(KNOWN_PG, [keys]));
-    const mayHaveOne = [...new Set(claims.filter((c) => c.resource_key !== null && c.held === undefined).map((c) => c.resource_key!))];
-    const snapshots = mayHaveOne.length === 0 ? [] : await sql.rows<{ resource_key: string; payload: string }>(SNAPSHOTS(mayHaveOne.length), mayHaveOne);
-    const provenance = await sql.rows<{ resource_key: string; depth: number; changed_at: string; rule_id: string }>(PROVENANCE(keys.length), keys);
-    return {
-      snapshots: new Map(snapshots.map((s) => [s.resource_key, s])),
-      provenance: new Map(provenance.map((p) => [p.resource_key, { depth: Number(p.depth), changedAt: p.changed_at, ruleId: p.rule_id }])),
-    };
+    return readKnownResources(this.db.kind, sql, claims);
   }
 
   /** Evaluates and commits one event; returns the action runs it created (leased to `handOff` when given). */
@@ -157,11 +109,13 @@ export class EventProcessor {
   }
 
   /**
-   * SQLite: decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when
-   * that is all there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and
-   * provenance of the batch's resources, read once, and the snapshots its earlier events saved), and no rule matches
-   * it. Not decided (undefined; the event loop commits it): a rule matched (its evaluation goes to the loop with the
-   * event, `evaluatedAt`); and, evaluated by the loop as any other event: a condition asked for a lookup (a call to
+   * Decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when that is all
+   * there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and provenance of the
+   * batch's resources, read once, and the snapshots its earlier events saved), and no rule matches it. With `handOff`
+   * (SQLite), an event a rule matched is decided too, with its executions and first runs (`matchedAtIntake`). Not
+   * decided (undefined; the event loop commits it): a rule matched, without `handOff` (PostgreSQL: its evaluation goes
+   * to the loop with the event, `evaluatedAt`, unless the commit finds it `stale`); and, evaluated by the loop as any
+   * other event: a condition asked for a lookup (a call to
    * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
    * loop (the loop logs it and stores an engine event); or anything threw.
    */
@@ -169,12 +123,18 @@ export class EventProcessor {
     this.evaluatedAtIntake.clear();
     this.processedAtIntake.clear();
     try {
-      const known = await this.knownResources(events, sql);
+      // PostgreSQL reads nothing first (a round trip inside intake's transaction cost more than the decisions saved):
+      // evaluated as if the resource had neither snapshot nor provenance, and stored decided only where the statement
+      // that stores it finds that so, or that the evaluation did not read the snapshot (Decider.readSnapshot).
+      const known = this.db.kind === 'postgres' ? { snapshots: new Map(), provenance: new Map() } : await this.knownResources(events, sql);
+      const readSnapshot = new Set<string>();
       const at = new Date(now);
       return {
-        decide: (event) => this.decideAtIntake(sql, event, known, at, handOff),
+        decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, readSnapshot),
         // Every resource of the batch was looked up (a fresh event is never held), and each snapshot saved since is in `known`.
         seen: (resourceKey) => known.snapshots.has(resourceKey),
+        readSnapshot: (resourceKey) => readSnapshot.has(resourceKey),
+        stale: (eventId) => this.evaluatedAtIntake.delete(eventId),
       };
     } catch (error) {
       if (storageFaultOf(error)) throw error; // the commit fails with it, as it would have in its next statement
@@ -182,12 +142,20 @@ export class EventProcessor {
     }
   }
 
-  private async decideAtIntake(sql: Statements, event: FreshEvent, known: KnownResources, now: Date, handOff?: HandOff): Promise<DecidedEvent<CreatedRun> | undefined> {
+  private async decideAtIntake(
+    sql: Statements,
+    event: FreshEvent,
+    known: KnownResources,
+    now: Date,
+    handOff: HandOff | undefined,
+    readSnapshot: Set<string>,
+  ): Promise<DecidedEvent<CreatedRun> | undefined> {
     try {
       const here = await this.evaluateHere(event, known, now);
       if (here === undefined) return undefined;
       const { envelope, resource, resourceKnown, position, explanation, matched } = here;
       const key = event.resource_key;
+      if (key !== null && here.readSnapshot) readSnapshot.add(key);
       const committer = this.committer;
       if (matched.length > 0) {
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
@@ -199,13 +167,14 @@ export class EventProcessor {
         }
         return this.matchedAtIntake(sql, event, envelope, { verdict, resource, resourceKnown }, known, now, handOff);
       }
+      const snapshot = resourceSnapshotText(key, resource);
       return {
-        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation),
+        status: 'ignored', depth: position.depth, selfCaused: position.selfCaused, explanation: JSON.stringify(explanation), snapshot,
         // A method, not an arrow function: the bundle names an arrow made per event at a cost (condition-results.ts `within`).
         async record(sql, seq) {
-          const payload = await committer.recordDecided(sql, { seq, resourceKey: key, resource }, isoOf(now));
+          await committer.recordDecided(sql, { seq, resourceKey: key, snapshot }, isoOf(now));
           // The next event of the commit about the resource compares itself with this one.
-          if (key !== null && payload !== undefined) known.snapshots.set(key, { payload });
+          if (key !== null && snapshot !== undefined) known.snapshots.set(key, { payload: snapshot });
           return [];
         },
       };
@@ -230,9 +199,11 @@ export class EventProcessor {
     if (isLoopBlocked(position, this.config.maxChainDepth)) return undefined;
     const before = previous ? (safeJsonParse(previous.payload) as Record<string, unknown>) : undefined;
     const lookups = new NoLookups();
-    const { explanation, matched } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
+    const { explanation, matched, changesRead } = await this.evaluateWith(lookups, envelope, computeChanges(resource, before, envelope.data?.changes), position, now);
     if (lookups.asked) return undefined;
-    return { envelope, resource, resourceKnown: previous !== undefined, position, explanation, matched };
+    // `changes` as the service sent them are the event's own, whatever the snapshot (computeChanges).
+    const readSnapshot = changesRead && !isObject(envelope.data?.changes);
+    return { envelope, resource, resourceKnown: previous !== undefined, position, explanation, matched, readSnapshot };
   }
 
   /**
@@ -354,7 +325,7 @@ export class EventProcessor {
       if (readsFacts(rule)) match.facts = await factsUsedBy(rule, facts);
       matched.push(match);
     }
-    return { explanation, matched };
+    return { explanation, matched, changesRead: facts.changesRead };
   }
 
   private keyFor(what: string, render: typeof throttleKey, rule: LoadedRule, envelope: EventEnvelope, now: Date): string | null {

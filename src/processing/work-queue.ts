@@ -200,7 +200,27 @@ const FRESH_LEASE_POSTGRES = `
     WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}
     ORDER BY b.ord LIMIT ?)`;
 
-export const freshLeaseSql = (kind: DatabaseKind): string => (kind === 'postgres' ? FRESH_LEASE_POSTGRES : FRESH_LEASE_SQLITE);
+/**
+ * FRESH_LEASE_POSTGRES for a statement that stores decided the events a decider decided (event-writer.ts
+ * insertDecidingSql, whose batch says so in `decision`, and whether the decider's reading still holds in `current`):
+ * `free`, the events FRESH_LEASE_POSTGRES would lease given room for all, each `decided` where it is decided, not held
+ * behind a create in flight and read as it is now; `leased`, the others of them, `room` at most (a decided event takes
+ * no room). The same placeholders.
+ */
+const FRESH_LEASE_POSTGRES_DECIDING = `
+  held AS MATERIALIZED (
+    SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
+    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s),
+  free AS MATERIALIZED (
+    SELECT b.ord, b.decision IS NOT NULL AND b.current AND (b.seen OR b.received_at < COALESCE(
+             (SELECT h.since FROM held h WHERE h.kind = b.scope_kind AND h.parent IS NOT DISTINCT FROM b.scope_parent), '9999')) AS decided
+    FROM (SELECT b.*, row_number() OVER (PARTITION BY b.resource_key ORDER BY b.ord) AS nth FROM batch b) b
+    WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}),
+  leased AS MATERIALIZED (
+    SELECT f.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until FROM free f WHERE NOT f.decided ORDER BY f.ord LIMIT ?)`;
+
+export const freshLeaseSql = (kind: DatabaseKind, decides = false): string =>
+  kind === 'postgres' ? (decides ? FRESH_LEASE_POSTGRES_DECIDING : FRESH_LEASE_POSTGRES) : FRESH_LEASE_SQLITE;
 
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
 function skipLocked(kind: DatabaseKind): string {
@@ -368,8 +388,8 @@ export class WorkQueue {
 
   /**
    * The lease intake's next commit gives the new events this process may evaluate at once (event-writer.ts
-   * FreshLease), `room` at most; none without room, unless `decides` (SQLite, whose commit decides the events free to
-   * be evaluated, FreshEventsHandOff.decider): a decided event takes no room, so the lease still says which are free.
+   * FreshLease), `room` at most; none without room, unless `decides` (the commit decides the events free to be
+   * evaluated, FreshEventsHandOff.decider): a decided event takes no room, so the lease still says which are free.
    * The others wait for a claim, as before.
    */
   freshLease(room: number, decides = false): FreshLease | undefined {
@@ -379,7 +399,7 @@ export class WorkQueue {
     const kind = this.db.kind;
     // SQLite's lease answers only which are held: the writer stores each it leases with `owner` and `until` itself.
     const params = kind === 'postgres' ? [nowIso(this.clock), this.owner, until, room] : [];
-    return { sql: freshLeaseSql(kind), params, room, owner: this.owner, until };
+    return { sql: freshLeaseSql(kind, decides), params, room, owner: this.owner, until, decides: kind === 'postgres' && decides };
   }
 
   /**

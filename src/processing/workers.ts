@@ -136,10 +136,12 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** What intake's commits hand over: the events they lease, and (SQLite) those they decide with their first runs. */
   private takeFromIntake(writer: EventWriter): void {
     writer.handOffTo<CreatedRun>({
-      lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size, this.db.kind === 'sqlite') : undefined),
-      // SQLite: an event that only needs its evaluation is decided in the commit that stores it (no lookups there),
-      // which also writes the executions of the rules that matched it and their first runs, handed to the action loop.
-      decider: this.db.kind === 'sqlite' ? (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.intakeHandOff()) : undefined,
+      lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size, true) : undefined),
+      // An event that only needs its evaluation is decided in the commit that stores it (no lookups there). On SQLite
+      // that commit also writes the executions of the rules that matched it and their first runs, handed to the action
+      // loop; on PostgreSQL, where the batch is one statement, only an event no rule matches is stored decided, and a
+      // matched one is handed over with its evaluation.
+      decider: (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.db.kind === 'sqlite' ? this.intakeHandOff() : undefined),
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete, decided, made) => {

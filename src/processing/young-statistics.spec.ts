@@ -30,7 +30,7 @@ import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
-import { INSERT_MANY, insertManySql } from '../intake/event-writer.js';
+import { INSERT_MANY, insertManySql } from '../intake/event-insert-sql.js';
 import { EventCommit, FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 import { claimActionRunsSql, claimEventsSql, freshLeaseSql } from './work-queue.js';

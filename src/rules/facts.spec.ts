@@ -135,6 +135,13 @@ describe('facts', () => {
   });
 
   describe(EventFacts.name, () => {
+    it('says whether anything has read `changes` (an evaluation that did depends on the snapshot they were computed from)', () => {
+      const facts = someFacts(anEvent(), { changes: { status: { from: 'open', to: 'completed' } } });
+      expect(facts.changesRead).toBe(false);
+      expect(facts.changes).toEqual({ status: { from: 'open', to: 'completed' } });
+      expect(facts.changesRead).toBe(true);
+    });
+
     describe('lookups', () => {
       it('calls the service once per fact and id, however often asked', async () => {
         const lookups = fakeLookups();

@@ -132,7 +132,9 @@ function messageOf(error: unknown): string {
 }
 
 export class EventFacts {
-  readonly changes: Changes;
+  private readonly changesValue: Changes;
+  /** Whether anything has read `changes` (EventProcessor: an evaluation that did depends on the resource's snapshot). */
+  changesRead = false;
   private readonly nowByZone = new Map<string, NowFact>();
   private readonly lookupResults = new Map<string, Promise<unknown>>();
 
@@ -141,7 +143,12 @@ export class EventFacts {
     private readonly options: EventFactsOptions,
   ) {
     const data = isObject(event.data) ? event.data : undefined;
-    this.changes = options.changes ?? computeChanges(undefined, undefined, data?.changes);
+    this.changesValue = options.changes ?? computeChanges(undefined, undefined, data?.changes);
+  }
+
+  get changes(): Changes {
+    this.changesRead = true;
+    return this.changesValue;
   }
 
   now(timeZone = this.options.timezone ?? 'UTC'): NowFact {
