@@ -30,7 +30,7 @@ import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
-import { INSERT_MANY, insertManySql } from '../intake/event-insert-sql.js';
+import { INSERT_MANY, insertDecidingSql, insertManySql } from '../intake/event-insert-sql.js';
 import { EventCommit, FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 import { claimActionRunsSql, claimEventsSql, freshLeaseSql } from './work-queue.js';
@@ -502,6 +502,37 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
     expect(rowsRead(plan)).toBeLessThan(32 * 4);
     expect(inserted(plan)).toBe(32);
     expect(inserted(plain)).toBe(32);
+  });
+
+  it("plans intake's deciding INSERT once, through indexes alone: its checks of provenance read few rows of many", async () => {
+    const now = '2026-11-27T00:00:00.000Z';
+    const known = (table: 'resource_snapshots' | 'resource_provenance', from: number, to: number): [string, unknown[]] => [
+      table === 'resource_snapshots'
+        ? `INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) SELECT 'task:' || g, '{}', g, ? FROM generate_series(${from}, ${to}) g`
+        : `INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at) SELECT 'task:' || g, 1, 'run-' || g, 'rule', ? FROM generate_series(${from}, ${to}) g`,
+      [now],
+    ];
+    // Planned on three snapshots and provenances; run once there are 20,000 of each, for a batch of 32 events about
+    // tasks, some of them known, half of them decided (the other half matched, evaluated, not decided).
+    await queryRows(core.db.manager, ...known('resource_snapshots', 1, 3));
+    await queryRows(core.db.manager, ...known('resource_provenance', 1, 3));
+    await queryRows(core.db.manager, 'ANALYZE resource_snapshots, resource_provenance, events');
+    const batch = Array.from({ length: 32 }, (_, i) => i * 1_000 + (i % 2));
+    const column = (value: unknown) => batch.map(() => value);
+    const decided = (value: unknown) => batch.map((_i, n) => (n % 2 === 0 ? value : null));
+    const params = [
+      now, now, batch.map((i) => `evt-${i}`), column('task.updated'), batch.map((i) => `task:${i}`), column(null), column(null),
+      column('webhook'), column('{}'), column(0), column(null),
+      decided('ignored'), decided(0), decided(false), decided('[]'), decided('{}'), column(false),
+      now, 'me', now, 32,
+    ];
+    const grow = [known('resource_snapshots', 4, 20_000), known('resource_provenance', 4, 20_000)];
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, insertDecidingSql(freshLeaseSql('postgres', true)), params, grow);
+
+    expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
+    expect(plan.filter((n) => n['Relation Name'] === 'resource_provenance').length).toBeGreaterThan(0);
+    expect(rowsRead(plan)).toBeLessThan(32 * 10);
+    expect(plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'events')?.['Actual Rows']).toBe(32);
   });
 
   it('plans the event claim that follows an empty one once, through indexes alone, and a plan made on a few events reads few of many', async () => {
