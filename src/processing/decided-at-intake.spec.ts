@@ -1,12 +1,15 @@
 /**
- * SQLite: an event intake's commit would hand to the event loop, and that
- * needs nothing but its evaluation, is decided in that commit instead
+ * An event intake's commit would hand to the event loop, and that needs
+ * nothing but its evaluation, is decided in that commit instead
  * (EventProcessor.deciderAtIntake, event-writer.ts FreshEventsHandOff.decider):
  * when no rule matches it, it is stored finished, `ignored`, with the
  * explanation and the resource snapshot its evaluation by the loop would have
  * left. Anything else is leased and handed over as before, a matched event
- * with its evaluation. On a real SQLite database, the core services wired as
- * workers.ts wires them.
+ * with its evaluation. On SQLite a matched event is decided too, with its
+ * executions and first runs; on PostgreSQL, whose batch is one statement,
+ * only an event alone in its batch with its resource, evaluated on what it
+ * assumes and the statement checks. On real databases, the core services
+ * wired as workers.ts wires them.
  */
 import { Logger } from '@nestjs/common';
 import { scopeOfEvent } from '../causal-scope.js';
@@ -217,7 +220,7 @@ describe.each(kinds)('events decided in the commit that stores them on $name', (
     expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual([asksTheService.id]);
   });
 
-  it('decides nothing and leases nothing without room when the lease is not asked to decide (PostgreSQL, or before)', async () => {
+  it('decides nothing and leases nothing without room when the lease is not asked to decide', async () => {
     core.useRules(releasesOnly);
     handOff(() => core.queue.freshLease(0));
     const routine = updated();
