@@ -420,8 +420,15 @@ describe('events a rule matches, decided in the commit that stores them with the
 });
 
 describe.each(kinds.filter((kind) => kind.name === 'postgres'))('intake\'s commits on $name', (kind) => {
-  /** Intake's hand-off as workers.ts wires it on PostgreSQL: what it leases goes to `handed`, what it decides to `decided`. */
-  function wire(core: Core, handed: ClaimedEvent[], decided: string[]): void {
+  let core: Core;
+  let handed: ClaimedEvent[];
+  let decided: string[];
+
+  beforeEach(async () => {
+    core = await openCore(kind);
+    handed = [];
+    decided = [];
+    // Intake's hand-off as workers.ts wires it on PostgreSQL: what it leases goes to `handed`, what it decides to `decided`.
     core.writer.handOffTo({
       lease: () => core.queue.freshLease(100, true),
       decider: (sql, events, at) => core.processor.deciderAtIntake(sql, events, at),
@@ -430,94 +437,65 @@ describe.each(kinds.filter((kind) => kind.name === 'postgres'))('intake\'s commi
         decided.push(...stored.map((e) => e.event_id));
       },
     });
-  }
+  });
+
+  afterEach(() => core.close());
 
   it('decide reading nothing first: an event whose evaluation read a snapshot its resource has is the loop\'s, evaluated again there', async () => {
-    const core = await openCore(kind);
-    try {
-      core.useRules(toBlocked);
-      const handed: ClaimedEvent[] = [];
-      const decided: string[] = [];
-      wire(core, handed, decided);
-      const event = taskEvent('task.updated', { id: 'tsk_was_blocked', title: 'Routine update', status: 'open' });
-      const now = core.clock.now().toISOString();
-      await core.db.write((m) => m.insert(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event), payload: JSON.stringify({ ...taskOf(event), status: 'blocked' }), eventSeq: 1, updatedAt: now }));
-      await core.store(event);
+    core.useRules(toBlocked);
+    const event = taskEvent('task.updated', { id: 'tsk_was_blocked', title: 'Routine update', status: 'open' });
+    const now = core.clock.now().toISOString();
+    await core.db.write((m) => m.insert(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event), payload: JSON.stringify({ ...taskOf(event), status: 'blocked' }), eventSeq: 1, updatedAt: now }));
+    await core.store(event);
 
-      // Evaluated as if the task were new, to-blocked did not match: that evaluation is not the one stored.
-      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id] });
-      expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
-      expect(await core.processor.process(handed[0], core.queue.owner)).toHaveLength(1);
-      expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'to-blocked', outcome: 'matched' })]);
-    } finally {
-      await core.close();
-    }
+    // Evaluated as if the task were new, to-blocked did not match: that evaluation is not the one stored.
+    expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id] });
+    expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
+    expect(await core.processor.process(handed[0], core.queue.owner)).toHaveLength(1);
+    expect(await core.explanation(event.id)).toEqual([expect.objectContaining({ rule: 'to-blocked', outcome: 'matched' })]);
   });
 
   it('decide an event about a resource with a snapshot when its evaluation did not read it, saving the new one', async () => {
-    const core = await openCore(kind);
-    try {
-      core.useRules(releasesOnly);
-      const handed: ClaimedEvent[] = [];
-      const decided: string[] = [];
-      wire(core, handed, decided);
-      const first = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'open' });
-      const second = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'done' });
-      await core.store(first);
-      await core.store(second);
+    core.useRules(releasesOnly);
+    const first = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'open' });
+    const second = taskEvent('task.updated', { id: 'tsk_known', title: 'Routine update', status: 'done' });
+    await core.store(first);
+    await core.store(second);
 
-      expect({ decided, handed }).toEqual({ decided: [first.id, second.id], handed: [] });
-      const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(second) });
-      expect({ seq: Number(snapshot.eventSeq), status: (JSON.parse(snapshot.payload) as { status: string }).status }).toEqual({ seq: (await core.event(second.id)).seq, status: 'done' });
-      expect(await core.event(second.id)).toMatchObject({ status: 'ignored', seenResource: true });
-    } finally {
-      await core.close();
-    }
+    expect({ decided, handed }).toEqual({ decided: [first.id, second.id], handed: [] });
+    const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(second) });
+    expect({ seq: Number(snapshot.eventSeq), status: (JSON.parse(snapshot.payload) as { status: string }).status }).toEqual({ seq: (await core.event(second.id)).seq, status: 'done' });
+    expect(await core.event(second.id)).toMatchObject({ status: 'ignored', seenResource: true });
   });
 
   it('decide no event about a resource an action touched (its chain is the loop\'s to read), nor hand over its evaluation', async () => {
-    const core = await openCore(kind);
-    try {
-      core.useRules(releasesOnly);
-      const handed: ClaimedEvent[] = [];
-      const decided: string[] = [];
-      wire(core, handed, decided);
-      const event = taskEvent('task.updated', { id: 'tsk_touched', title: 'Release 4' });
-      const routine = taskEvent('task.updated', { id: 'tsk_touched_too', title: 'Routine update' });
-      const changedAt = core.clock.now().toISOString();
-      await core.db.write((m) => m.insert(ResourceProvenanceEntity, [event, routine].map((e) => ({ resourceKey: taskKeyOf(e), depth: 2, actionRunId: 'run-1', ruleId: 'other', changedAt }))));
-      await storeTogether(core, [event, routine]);
+    core.useRules(releasesOnly);
+    const event = taskEvent('task.updated', { id: 'tsk_touched', title: 'Release 4' });
+    const routine = taskEvent('task.updated', { id: 'tsk_touched_too', title: 'Routine update' });
+    const changedAt = core.clock.now().toISOString();
+    await core.db.write((m) => m.insert(ResourceProvenanceEntity, [event, routine].map((e) => ({ resourceKey: taskKeyOf(e), depth: 2, actionRunId: 'run-1', ruleId: 'other', changedAt }))));
+    await storeTogether(core, [event, routine]);
 
-      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id, routine.id] });
-      expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
-      // Caused by the engine's own action, the event is not one the rule answers: evaluated as new, it matched.
-      for (const claim of handed) await core.processor.process(claim, core.queue.owner);
-      expect(await core.event(event.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
-      expect(await core.event(routine.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
-    } finally {
-      await core.close();
-    }
+    expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [event.id, routine.id] });
+    expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
+    // Caused by the engine's own action, the event is not one the rule answers: evaluated as new, it matched.
+    for (const claim of handed) await core.processor.process(claim, core.queue.owner);
+    expect(await core.event(event.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
+    expect(await core.event(routine.id)).toMatchObject({ status: 'ignored', depth: 3, selfCaused: true });
   });
 
   it('decide only an event alone in its batch with its resource, and save its snapshot in the statement that stores it', async () => {
-    const core = await openCore(kind);
-    try {
-      core.useRules(releasesOnly);
-      const decided: string[] = [];
-      wire(core, [], decided);
-      const alone = [1, 2, 3].map((i) => taskEvent('task.updated', { id: `tsk_alone_${i}`, title: 'Routine update' }));
-      const twice = [1, 2].map((i) => taskEvent('task.updated', { id: 'tsk_twice', title: `Routine update ${i}` }));
-      await storeTogether(core, [...alone, ...twice]);
+    core.useRules(releasesOnly);
+    const alone = [1, 2, 3].map((i) => taskEvent('task.updated', { id: `tsk_alone_${i}`, title: 'Routine update' }));
+    const twice = [1, 2].map((i) => taskEvent('task.updated', { id: 'tsk_twice', title: `Routine update ${i}` }));
+    await storeTogether(core, [...alone, ...twice]);
 
-      expect(decided.sort()).toEqual(alone.map((e) => e.id).sort());
-      for (const event of alone) {
-        const stored = await core.event(event.id);
-        const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event) });
-        expect({ status: stored.status, seq: Number(snapshot.eventSeq), payload: JSON.parse(snapshot.payload) as unknown }).toEqual({ status: 'ignored', seq: stored.seq, payload: taskOf(event) });
-      }
-      expect(await core.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: 'task:tsk_twice' })).toBeNull();
-    } finally {
-      await core.close();
+    expect(decided.sort()).toEqual(alone.map((e) => e.id).sort());
+    for (const event of alone) {
+      const stored = await core.event(event.id);
+      const snapshot = await core.db.manager.findOneByOrFail(ResourceSnapshotEntity, { resourceKey: taskKeyOf(event) });
+      expect({ status: stored.status, seq: Number(snapshot.eventSeq), payload: JSON.parse(snapshot.payload) as unknown }).toEqual({ status: 'ignored', seq: stored.seq, payload: taskOf(event) });
     }
+    expect(await core.db.manager.findOneBy(ResourceSnapshotEntity, { resourceKey: 'task:tsk_twice' })).toBeNull();
   });
 });
