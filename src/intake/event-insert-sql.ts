@@ -7,7 +7,7 @@ import type { Statements } from '../database/statements.js';
 
 const COLUMNS = 'event_id, type, resource_key, scope_kind, scope_parent, status, source, payload, depth, replay_of, received_at, attempts, next_attempt_at, seen_resource, lease_owner, lease_until';
 // `seen_resource` (no resource, or one with a snapshot) spares the claim a scan: see the migration that adds it.
-/** SQLite, when no decider knows it (Decider.seen): whether the resource has a snapshot now. */
+/** SQLite, when no decider knows it (BatchDecider.seen): whether the resource has a snapshot now. */
 export const HAS_SNAPSHOT = 'SELECT 1 AS seen FROM resource_snapshots WHERE resource_key = ?';
 /**
  * SQLite: one prepared statement, run once per event of the batch (in process, no round trips), `seen` as bound (0 or
@@ -22,11 +22,6 @@ export const INSERT_DECIDED = `INSERT INTO events (${COLUMNS}, self_caused, proc
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL, ?, ?, ?)
   ON CONFLICT (event_id) DO NOTHING`;
 
-/** The row of `batch` as stored, leased as `leased` says (`l`, joined on `ord`; absent: unleased). */
-const insertFromBatch = (leased: boolean) => `INSERT INTO events (${COLUMNS})
-  SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, 'received', b.source, b.payload, b.depth, b.replay_of,
-         b.received_at, 0, b.next_attempt_at, b.seen, ${leased ? 'l.lease_owner, l.lease_until' : 'NULL, NULL'}
-  FROM batch b ${leased ? 'LEFT JOIN leased l ON l.ord = b.ord' : ''}`;
 const RETURNING = 'ON CONFLICT (event_id) DO NOTHING RETURNING seq, event_id, lease_owner IS NOT NULL AS leased';
 /** Whether a leased event is held behind a create in flight: unseen, and received no earlier than its scope's oldest (the lease's `held`). */
 const RETURNING_HELD = `, lease_owner IS NOT NULL AND NOT seen_resource AND received_at >= COALESCE(
@@ -44,35 +39,32 @@ export const leasedOne = (lease: string) => `WITH batch AS (
   ${lease}`;
 
 /**
- * PostgreSQL: the whole batch in one statement, whatever its size (columns as
- * arrays), leased as `lease` (FreshLease.sql: there the definitions of `held`
- * and `leased` for the statement's WITH) says, if given. The snapshot is
- * probed once per event through its primary key (LATERAL … LIMIT 1): as an
- * EXISTS, a large batch on a table with young statistics was planned as a
- * hashed subplan that read every snapshot. Placeholders: received_at,
- * next_attempt_at, the columns, then the lease's.
+ * PostgreSQL: the whole batch in one statement, whatever its size (columns as arrays), none of it leased (no lease:
+ * the event loop is stopped). The snapshot is probed once per event through its primary key (LATERAL … LIMIT 1): as
+ * an EXISTS, a large batch on a table with young statistics was planned as a hashed subplan that read every snapshot.
+ * Placeholders: received_at, next_attempt_at, the columns.
  */
-export function insertManySql(lease?: string): string {
-  return `WITH batch AS MATERIALIZED (
+export const INSERT_MANY = `WITH batch AS MATERIALIZED (
     SELECT t.*, ?::varchar AS received_at, ?::varchar AS next_attempt_at, t.resource_key IS NULL OR s.seen IS NOT NULL AS seen
     FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::int[], ?::varchar[])
          WITH ORDINALITY AS t(id, type, resource_key, scope_kind, scope_parent, source, payload, depth, replay_of, ord)
     LEFT JOIN LATERAL (SELECT true AS seen FROM resource_snapshots s WHERE s.resource_key = t.resource_key LIMIT 1) s ON true)
-  ${lease === undefined ? '' : `, ${lease}`}
-  ${insertFromBatch(lease !== undefined)} ORDER BY b.ord ${RETURNING}${lease === undefined ? '' : RETURNING_HELD}`;
-}
-export const INSERT_MANY = insertManySql();
+  INSERT INTO events (${COLUMNS})
+  SELECT b.id, b.type, b.resource_key, b.scope_kind, b.scope_parent, 'received', b.source, b.payload, b.depth, b.replay_of,
+         b.received_at, 0, b.next_attempt_at, b.seen, NULL, NULL
+  FROM batch b ORDER BY b.ord ${RETURNING}`;
 
 /**
- * PostgreSQL: insertManySql with what the decider made of each event (Decider.decide, null where it decided nothing),
- * and whether its evaluation read the resource's snapshot (Decider.readSnapshot): an event free to be evaluated now
+ * PostgreSQL: INSERT_MANY, leased as `lease` (FreshLease.sql: the definitions of `held`, `free` and `leased` for the
+ * statement's WITH) says, with what the decider made of each event (Decider.decide, null where it decided nothing),
+ * and whether its evaluation read the resource's snapshot (AssumingDecider.readSnapshot): an event free to be evaluated now
  * (`free`, the lease's, where `decided` says which of those are stored decided: not held, and `current`) is stored
  * finished, with its outcome's columns, and its resource's snapshot saved in the same statement; the others as
- * insertManySql stores them. `current`: what the evaluation assumed is so (the decider reads nothing first: no
+ * INSERT_MANY stores them, the leased ones leased. `current`: what the evaluation assumed is so (the decider reads nothing first: no
  * provenance, and no snapshot if it read one); an evaluation handed over with a leased event (`evaluatedAt`) holds
  * only then, which the writer tells from each row's `seen_resource` and `untouched` (`assumed`; as a lookup in
  * `batch` for each row, the statement compared every row with every other; `untouched` as a NOT EXISTS was planned as
- * a hashed subplan that read every provenance, 200–1,000 rows read an event end to end). Placeholders: insertManySql's,
+ * a hashed subplan that read every provenance, 200–1,000 rows read an event end to end). Placeholders: INSERT_MANY's,
  * then the decisions', then the lease's.
  */
 export function insertDecidingSql(lease: string): string {

@@ -27,7 +27,7 @@ import { GroupCommit, type Answered } from '../database/group-commit.js';
 import { planOnceByKey } from '../database/planned-once.js';
 import { statementsOf, type Statements } from '../database/statements.js';
 import type { EventEnvelope } from './envelope.js';
-import { HAS_SNAPSHOT, INSERT_DECIDED, INSERT_MANY, INSERT_ONE, insertDecidingSql, insertManySql, leasedOne, lockResources } from './event-insert-sql.js';
+import { HAS_SNAPSHOT, INSERT_DECIDED, INSERT_MANY, INSERT_ONE, insertDecidingSql, leasedOne, lockResources } from './event-insert-sql.js';
 import { requestsOnTheirWay } from './unread-connections.js';
 
 export interface NewEvent {
@@ -70,31 +70,43 @@ export interface FreshEventsHandOff<Made = never> {
    * lookup): stored finished, with what it made (DecidedEvent: on SQLite its executions and their first runs);
    * undefined: it is leased and handed over as before. Asked once per commit, before its first event is stored (what
    * it reads, it reads for the batch). On PostgreSQL, where the batch is one statement, every event is asked before
-   * that statement (`decisionsOf`), and the statement stores decided those of them it finds free (insertDecidingSql);
-   * the lease must then be one that `decides` (FreshLease).
+   * that statement (`decisionsOf`), and the statement stores decided those of them it finds free (insertDecidingSql).
    */
   decider?(sql: Statements, events: FreshEvent[], now: string): Promise<Decider<Made> | undefined>;
   /** After the commit: what it leased, what it decided (stored finished), and what those decided made. */
   take(leased: LeasedEvent[], complete: boolean, decided: FreshEvent[], made: Made[]): void;
 }
 
-/** What decides a commit's new events (FreshEventsHandOff.decider), asked of each in the order they are stored. */
-export interface Decider<Made = never> {
+/**
+ * What decides a commit's new events (FreshEventsHandOff.decider), asked of each in the order they are stored: on
+ * SQLite one that read the batch's resources first (BatchDecider), on PostgreSQL one that read nothing and says what
+ * it assumed (AssumingDecider).
+ */
+export type Decider<Made = never> = BatchDecider<Made> | AssumingDecider<Made>;
+
+interface DeciderOfEach<Made> {
   decide(event: FreshEvent): Promise<DecidedEvent<Made> | undefined>;
+}
+
+/** SQLite's, whose commit stores the batch event by event: it read the snapshots of the batch's resources first. */
+export interface BatchDecider<Made = never> extends DeciderOfEach<Made> {
   /**
    * Whether the resource has a snapshot now, as the commit sees it: read for the batch's resources before its first
    * event, and kept up to date with the snapshots its decided events save. The commit's statements bind it instead of
    * probing resource_snapshots for it twice an event (the lease's `seen`, the row's `seen_resource`).
    */
   seen(resourceKey: string): boolean;
-  /**
-   * PostgreSQL, whose decider reads nothing and evaluates each event as if its resource had neither snapshot nor
-   * provenance: whether the evaluation of the event about the resource read its snapshot (through `changes`). The
-   * statement that stores the batch checks what it assumed: no provenance, and no snapshot where it read one.
-   */
-  readSnapshot?(resourceKey: string): boolean;
-  /** PostgreSQL: the event was leased, but what its evaluation assumed was not so (readSnapshot), or it is held: its evaluation does not hold. */
-  stale?(eventId: string): void;
+}
+
+/**
+ * PostgreSQL's, whose commit stores the batch in one statement: it reads nothing and evaluates each event as if its
+ * resource had neither snapshot nor provenance; that statement checks what it assumed (insertDecidingSql).
+ */
+export interface AssumingDecider<Made = never> extends DeciderOfEach<Made> {
+  /** Whether the evaluation of the event about the resource read its snapshot (through `changes`): it assumed none. */
+  readSnapshot(resourceKey: string): boolean;
+  /** The event was leased, but what its evaluation assumed was not so (readSnapshot), or it is held: its evaluation does not hold. */
+  stale(eventId: string): void;
 }
 
 /** A new event as the commit that stores it knows it, before it has a seq. */
@@ -132,8 +144,8 @@ export interface DecidedEvent<Made = never> {
  * be stored, `received_at`) of those to lease, and whether each is `held`
  * behind a create in flight (LeasedEvent.held), with `params` for its
  * placeholders; a leased event is leased to `owner` until `until`. On PostgreSQL it is
- * the definitions of `held` and `leased` for the INSERT's WITH instead
- * (insertManySql). Its text is the same for every commit (a prepared
+ * the definitions of `held`, `free` and `leased` for the INSERT's WITH instead
+ * (insertDecidingSql). Its text is the same for every commit (a prepared
  * statement). On PostgreSQL it leases `room` at most itself; on SQLite, where
  * the INSERT runs once per event, the writer stops leasing once `room` are
  * leased.
@@ -141,11 +153,6 @@ export interface DecidedEvent<Made = never> {
 export interface FreshLease {
   sql: string;
   params: unknown[];
-  /**
-   * PostgreSQL: `sql` leases none of the events the statement stores decided (insertDecidingSql), which a decider
-   * decides (FreshEventsHandOff.decider).
-   */
-  decides?: boolean;
   room: number;
   owner: string;
   until: string;
@@ -237,7 +244,7 @@ export class EventWriter {
       // per session (0.08 ms of planning a commit before). The lock's statement too (0.03 ms of planning a commit).
       planOnceByKey(sql);
       lockResources(sql, events.map((e) => e.resourceKey));
-      const decisions = lease?.decides ? await this.decisionsOf(sql, events, receivedAt) : undefined;
+      const decisions = lease !== undefined ? await this.decisionsOf(sql, events, receivedAt) : undefined;
       const answered = this.insertMany(sql, events, receivedAt, lease, decisions)
         .then((rows) => this.stored(events, decisions ? decidedRows(rows, events, decisions.decider) : rows, lease, receivedAt));
       answered.catch(() => undefined); // The commit fails with the INSERT's error, and GroupCommit tells the callers.
@@ -262,14 +269,14 @@ export class EventWriter {
 
   /**
    * PostgreSQL: what the decider makes of each new event, asked before the statement that stores the batch (it reads
-   * nothing: Decider.readSnapshot). Only an event alone in the batch with its id and its resource is asked: the
+   * nothing: AssumingDecider.readSnapshot). Only an event alone in the batch with its id and its resource is asked: the
    * statement sees none of its own rows, so a later event about the same resource could not compare itself with a
    * snapshot the first saves there. Undefined: no decider, or it declined the batch.
    */
   private async decisionsOf(sql: Statements, events: NewEvent[], now: string): Promise<Decisions | undefined> {
     const fresh = events.map(freshEvent);
     const decider = await this.handOff?.decider?.(sql, fresh, now);
-    if (decider === undefined) return undefined;
+    if (decider === undefined || !('stale' in decider)) return undefined;
     const alone = aloneInBatch(events);
     const decided: Array<DecidedEvent<unknown> | undefined> = [];
     for (const [i, e] of events.entries()) decided.push(alone(e) ? await decider.decide(fresh[i]!) : undefined);
@@ -284,8 +291,7 @@ export class EventWriter {
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ];
     if (lease === undefined) return sql.queueRows<Inserted>(INSERT_MANY, params);
-    if (lease.decides) return sql.queueRows<Inserted>(this.leasingText(lease, insertDecidingSql), [...params, ...decidedColumns(events, decisions), ...lease.params]);
-    return sql.queueRows<Inserted>(this.leasingText(lease, insertManySql), [...params, ...lease.params]);
+    return sql.queueRows<Inserted>(this.leasingText(lease, insertDecidingSql), [...params, ...decidedColumns(events, decisions), ...lease.params]);
   }
 
   /** SQLite: event by event, leased while there is room (each sees the ones before it, leased or not). */
@@ -293,7 +299,8 @@ export class EventWriter {
     const inserted: Inserted[] = [];
     let room = lease?.room ?? 0;
     const fresh = lease !== undefined && this.handOff?.decider ? events.map(freshEvent) : [];
-    const decider = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
+    const asked = fresh.length > 0 ? await this.handOff?.decider?.(sql, fresh, now) : undefined;
+    const decider = asked !== undefined && 'seen' in asked ? asked : undefined;
     for (const [i, e] of events.entries()) {
       const scopeKind = e.scope?.kind ?? null;
       const scopeParent = e.scope?.parent ?? null;
@@ -350,7 +357,7 @@ interface Inserted {
   /** Stored decided (FreshEventsHandOff.decider), not leased: the event as decided, and what it made. */
   decided?: FreshEvent;
   made?: unknown[];
-  /** PostgreSQL (insertDecidingSql): stored decided; whether its resource had a snapshot, and no provenance (what the evaluation assumed: Decider.readSnapshot). */
+  /** PostgreSQL (insertDecidingSql): stored decided; whether its resource had a snapshot, and no provenance (what the evaluation assumed: AssumingDecider.readSnapshot). */
   finished?: boolean;
   seen_resource?: boolean;
   untouched?: boolean;
@@ -358,7 +365,7 @@ interface Inserted {
 
 /** PostgreSQL: what the decider made of a batch's events (Decider.decide, in the batch's order), before the statement that stores them. */
 interface Decisions {
-  decider: Decider<unknown>;
+  decider: AssumingDecider<unknown>;
   decided: Array<DecidedEvent<unknown> | undefined>;
 }
 
@@ -373,7 +380,7 @@ function aloneInBatch(events: NewEvent[]): (e: NewEvent) => boolean {
   return (e) => count.get(`id\u0000${e.eventId}`) === 1 && (e.resourceKey === null || count.get(`resource\u0000${e.resourceKey}`) === 1);
 }
 
-/** insertDecidingSql's columns of decisions: status, depth, self-caused, explanation, snapshot; then whether its evaluation read the snapshot (Decider.readSnapshot). */
+/** insertDecidingSql's columns of decisions: status, depth, self-caused, explanation, snapshot; then whether its evaluation read the snapshot (AssumingDecider.readSnapshot). */
 function decidedColumns(events: NewEvent[], decisions: Decisions | undefined): unknown[][] {
   const decided = (pick: (d: DecidedEvent<unknown>) => unknown) => events.map((_e, i) => {
     const d = decisions?.decided[i];
@@ -382,29 +389,29 @@ function decidedColumns(events: NewEvent[], decisions: Decisions | undefined): u
   const reader = decisions?.decider;
   return [
     decided((d) => d.status), decided((d) => d.depth), decided((d) => d.selfCaused), decided((d) => d.explanation), decided((d) => d.snapshot),
-    events.map((e) => (e.resourceKey === null || reader?.readSnapshot === undefined ? null : reader.readSnapshot(e.resourceKey))),
+    events.map((e) => (e.resourceKey === null || reader === undefined ? null : reader.readSnapshot(e.resourceKey))),
   ];
 }
 
 /** Whether what the decider's evaluation of an event assumed of its resource is so (insertDecidingSql's `current`, for a row it stored). */
-function assumed(row: Inserted, e: NewEvent | undefined, decider: Decider<unknown>): boolean {
+function assumed(row: Inserted, e: NewEvent | undefined, decider: AssumingDecider<unknown>): boolean {
   const key = e?.resourceKey ?? null;
-  return Boolean(row.untouched) && (key === null || !row.seen_resource || !(decider.readSnapshot?.(key) ?? true));
+  return Boolean(row.untouched) && (key === null || !row.seen_resource || !decider.readSnapshot(key));
 }
 
 /**
  * PostgreSQL: the rows insertDecidingSql stored, as `stored` reads SQLite's: each stored decided with the event as
  * decided (it made nothing but its snapshot); an evaluation the decider made of an event leased on another reading,
- * or held behind a create in flight, forgotten (Decider.stale).
+ * or held behind a create in flight, forgotten (AssumingDecider.stale).
  */
-function decidedRows(rows: Inserted[], events: NewEvent[], decider: Decider<unknown>): Inserted[] {
+function decidedRows(rows: Inserted[], events: NewEvent[], decider: AssumingDecider<unknown>): Inserted[] {
   const byId = new Map(events.map((e) => [e.eventId, e]));
   for (const row of rows) {
     const e = byId.get(row.event_id);
     if (row.finished && e !== undefined) {
       row.decided = freshEvent(e);
       row.made = [];
-    } else if (row.leased && (row.held || !assumed(row, e, decider))) decider.stale?.(row.event_id);
+    } else if (row.leased && (row.held || !assumed(row, e, decider))) decider.stale(row.event_id);
   }
   return rows;
 }

@@ -63,7 +63,7 @@ describe.each(kinds)('events decided in the commit that stores them on $name', (
     handed = [];
     decided = [];
     // As workers.ts asks it.
-    handOff(() => core.queue.freshLease(100, true));
+    handOff(() => core.queue.freshLease(100));
   });
 
   afterEach(() => core.close());
@@ -205,7 +205,7 @@ describe.each(kinds)('events decided in the commit that stores them on $name', (
   it('decides what it can when the event loop has no room for more, and leaves the rest unleased for a claim', async () => {
     let complete: boolean | undefined;
     // As workers.ts asks it while the loop holds as many handed events as it may (HANDED_MAX).
-    handOff(() => core.queue.freshLease(0, true), (all) => (complete = all));
+    handOff(() => core.queue.freshLease(0), (all) => (complete = all));
     const inArchived = aRule({ ...inArchivedProject.definition, on: 'task.created' });
     core.useRules(releasesOnly, inArchived);
     const routine = updated();
@@ -220,9 +220,9 @@ describe.each(kinds)('events decided in the commit that stores them on $name', (
     expect((await core.queue.claimEvents(10)).map((e) => e.event_id)).toEqual([asksTheService.id]);
   });
 
-  it('decides nothing and leases nothing without room when the lease is not asked to decide', async () => {
+  it('decides nothing and leases nothing without a lease (the event loop is stopped)', async () => {
     core.useRules(releasesOnly);
-    handOff(() => core.queue.freshLease(0));
+    handOff(() => undefined);
     const routine = updated();
     await core.store(routine);
 
@@ -430,7 +430,7 @@ describe.each(kinds.filter((kind) => kind.name === 'postgres'))('intake\'s commi
     decided = [];
     // Intake's hand-off as workers.ts wires it on PostgreSQL: what it leases goes to `handed`, what it decides to `decided`.
     core.writer.handOffTo({
-      lease: () => core.queue.freshLease(100, true),
+      lease: () => core.queue.freshLease(100),
       decider: (sql, events, at) => core.processor.deciderAtIntake(sql, events, at),
       take: (leased, _complete, stored) => {
         handed.push(...leased);

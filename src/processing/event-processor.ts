@@ -125,16 +125,22 @@ export class EventProcessor {
     try {
       // PostgreSQL reads nothing first (a round trip inside intake's transaction cost more than the decisions saved):
       // evaluated as if the resource had neither snapshot nor provenance, and stored decided only where the statement
-      // that stores it finds that so, or that the evaluation did not read the snapshot (Decider.readSnapshot).
-      const known = this.db.kind === 'postgres' ? { snapshots: new Map(), provenance: new Map() } : await this.knownResources(events, sql);
-      const readSnapshot = new Set<string>();
+      // that stores it finds that so, or that the evaluation did not read the snapshot (AssumingDecider.readSnapshot).
       const at = new Date(now);
+      if (this.db.kind === 'postgres') {
+        const known = { snapshots: new Map(), provenance: new Map() };
+        const readSnapshot = new Set<string>();
+        return {
+          decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, readSnapshot),
+          readSnapshot: (resourceKey) => readSnapshot.has(resourceKey),
+          stale: (eventId) => this.evaluatedAtIntake.delete(eventId),
+        };
+      }
+      const known = await this.knownResources(events, sql);
       return {
-        decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, readSnapshot),
+        decide: (event) => this.decideAtIntake(sql, event, known, at, handOff),
         // Every resource of the batch was looked up (a fresh event is never held), and each snapshot saved since is in `known`.
         seen: (resourceKey) => known.snapshots.has(resourceKey),
-        readSnapshot: (resourceKey) => readSnapshot.has(resourceKey),
-        stale: (eventId) => this.evaluatedAtIntake.delete(eventId),
       };
     } catch (error) {
       if (storageFaultOf(error)) throw error; // the commit fails with it, as it would have in its next statement
@@ -148,14 +154,14 @@ export class EventProcessor {
     known: KnownResources,
     now: Date,
     handOff: HandOff | undefined,
-    readSnapshot: Set<string>,
+    readSnapshot?: Set<string>,
   ): Promise<DecidedEvent<CreatedRun> | undefined> {
     try {
       const here = await this.evaluateHere(event, known, now);
       if (here === undefined) return undefined;
       const { envelope, resource, resourceKnown, position, explanation, matched } = here;
       const key = event.resource_key;
-      if (key !== null && here.readSnapshot) readSnapshot.add(key);
+      if (key !== null && here.readSnapshot) readSnapshot?.add(key);
       const committer = this.committer;
       if (matched.length > 0) {
         const verdict: Verdict = { status: 'processed', position, explanation, matched };

@@ -182,32 +182,18 @@ const HELD_SINCE = `SELECT ${heldFrom('?', 'CAST(? AS varchar)')} AS since`;
  * PostgreSQL stores the whole batch in one statement, which sees none of its own rows: of several new events about
  * one resource only the first may be leased (`nth`). Held behind a create in flight or not, as on SQLite: there the
  * creates may be another replica's, and the event loop asks the database whether they have ended (`goneOn`) in the
- * commits of its own outcomes and, for the others', every POLL_MS. Two definitions of the INSERT's WITH (event-writer.ts
- * insertManySql): `held`, the oldest creating run in flight (`heldFrom`) for each scope of the new unseen events,
- * looked up once per scope, not once per event (a commit's events are mostly of a few scopes, and each lookup walks
+ * commits of its own outcomes and, for the others', every POLL_MS. Three definitions of the INSERT's WITH (event-insert-sql.ts
+ * insertDecidingSql, whose batch says what the decider decided in `decision`, and whether what it assumed holds in
+ * `current`): `held`, the oldest creating run in flight (`heldFrom`) for each scope of the new unseen events, looked
+ * up once per scope, not once per event (a commit's events are mostly of a few scopes, and each lookup walks
  * idx_action_runs_creating_in_flight past the entries of creates ended too recently to be marked dead, 11 a lookup
  * under load; as a NOT EXISTS, on the young statistics of a table that grew in seconds, it read the whole table for
- * every new event), which the INSERT's RETURNING reads to say which it leased are held; and `leased`. Placeholders:
- * now (the runs' leases), owner, lease until, room.
+ * every new event), which the INSERT's RETURNING reads to say which it leased are held; `free`, the events free to be
+ * evaluated now, each `decided` where it is decided, not held behind a create in flight and read as it is now; and
+ * `leased`, the others of them, `room` at most (a decided event takes no room). Placeholders: now (the runs' leases),
+ * owner, lease until, room.
  */
 const FRESH_LEASE_POSTGRES = `
-  held AS MATERIALIZED (
-    SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
-    FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s),
-  leased AS MATERIALIZED (
-    SELECT b.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until
-    FROM (SELECT b.*, row_number() OVER (PARTITION BY b.resource_key ORDER BY b.ord) AS nth FROM batch b) b
-    WHERE (b.resource_key IS NULL OR b.nth = 1) AND ${behindEarlier('postgres')}
-    ORDER BY b.ord LIMIT ?)`;
-
-/**
- * FRESH_LEASE_POSTGRES for a statement that stores decided the events a decider decided (event-writer.ts
- * insertDecidingSql, whose batch says so in `decision`, and whether the decider's reading still holds in `current`):
- * `free`, the events FRESH_LEASE_POSTGRES would lease given room for all, each `decided` where it is decided, not held
- * behind a create in flight and read as it is now; `leased`, the others of them, `room` at most (a decided event takes
- * no room). The same placeholders.
- */
-const FRESH_LEASE_POSTGRES_DECIDING = `
   held AS MATERIALIZED (
     SELECT s.kind, s.parent, ${heldFrom('s.kind', 's.parent')} AS since
     FROM (SELECT DISTINCT scope_kind AS kind, scope_parent AS parent FROM batch WHERE scope_kind IS NOT NULL AND NOT seen) s),
@@ -219,8 +205,7 @@ const FRESH_LEASE_POSTGRES_DECIDING = `
   leased AS MATERIALIZED (
     SELECT f.ord, ?::varchar AS lease_owner, ?::varchar AS lease_until FROM free f WHERE NOT f.decided ORDER BY f.ord LIMIT ?)`;
 
-export const freshLeaseSql = (kind: DatabaseKind, decides = false): string =>
-  kind === 'postgres' ? (decides ? FRESH_LEASE_POSTGRES_DECIDING : FRESH_LEASE_POSTGRES) : FRESH_LEASE_SQLITE;
+export const freshLeaseSql = (kind: DatabaseKind): string => (kind === 'postgres' ? FRESH_LEASE_POSTGRES : FRESH_LEASE_SQLITE);
 
 /** PostgreSQL: rows another claimer holds are passed over, never waited for. */
 function skipLocked(kind: DatabaseKind): string {
@@ -388,18 +373,16 @@ export class WorkQueue {
 
   /**
    * The lease intake's next commit gives the new events this process may evaluate at once (event-writer.ts
-   * FreshLease), `room` at most; none without room, unless `decides` (the commit decides the events free to be
-   * evaluated, FreshEventsHandOff.decider): a decided event takes no room, so the lease still says which are free.
-   * The others wait for a claim, as before.
+   * FreshLease), `room` at most. Without room it still says which are free to be evaluated, for the commit's decider
+   * (FreshEventsHandOff.decider): a decided event takes no room. The others wait for a claim.
    */
-  freshLease(room: number, decides = false): FreshLease | undefined {
-    if (room <= 0 && !decides) return undefined;
+  freshLease(room: number): FreshLease {
     room = Math.max(0, room);
     const until = isoIn(this.clock, EVENT_LEASE_MS);
     const kind = this.db.kind;
     // SQLite's lease answers only which are held: the writer stores each it leases with `owner` and `until` itself.
     const params = kind === 'postgres' ? [nowIso(this.clock), this.owner, until, room] : [];
-    return { sql: freshLeaseSql(kind, decides), params, room, owner: this.owner, until, decides: kind === 'postgres' && decides };
+    return { sql: freshLeaseSql(kind), params, room, owner: this.owner, until };
   }
 
   /**

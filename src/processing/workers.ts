@@ -136,7 +136,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** What intake's commits hand over: the events they lease, and (SQLite) those they decide with their first runs. */
   private takeFromIntake(writer: EventWriter): void {
     writer.handOffTo<CreatedRun>({
-      lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size, true) : undefined),
+      lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size) : undefined),
       // An event that only needs its evaluation is decided in the commit that stores it (no lookups there). On SQLite
       // that commit also writes the executions of the rules that matched it and their first runs, handed to the action
       // loop; on PostgreSQL, where the batch is one statement, only an event no rule matches is stored decided, and a

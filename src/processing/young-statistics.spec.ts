@@ -30,7 +30,7 @@ import { statementsOf } from '../database/statements.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { aRule } from '../../test/support/rule-factory.js';
-import { INSERT_MANY, insertDecidingSql, insertManySql } from '../intake/event-insert-sql.js';
+import { INSERT_MANY, insertDecidingSql } from '../intake/event-insert-sql.js';
 import { EventCommit, FINISH_MANY, MARK_SEEN_MANY } from './event-commit.js';
 import { FINISH_EXECUTIONS, RECORD_MANY } from './outcome-batch.js';
 import { claimActionRunsSql, claimEventsSql, freshLeaseSql } from './work-queue.js';
@@ -282,10 +282,10 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
   });
 
   /** Intake's INSERT that leases the new events it may (event-writer.ts, work-queue.ts freshLeaseSql). */
-  const insertLeasing = insertManySql(freshLeaseSql('postgres'));
+  const insertLeasing = insertDecidingSql(freshLeaseSql('postgres'));
   /**
    * Its parameters for new events about unseen tasks received `now`, `id` in project prj_<project> (none: an event
-   * about no scope, `project:prj_9`), leased to 'me', 32 at most.
+   * about no scope, `project:prj_9`), none decided, leased to 'me', 32 at most.
    */
   const insertLeasingParams = (events: Array<{ id: string; project?: number }>, now: string) => {
     const column = <T>(pick: (e: { id: string; project?: number }) => T) => events.map(pick);
@@ -294,7 +294,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       now, now, column((e) => e.id), column((e) => (scoped(e) ? 'task.created' : 'project.updated')),
       column((e) => (scoped(e) ? `task:new-${e.id}` : 'project:prj_9')), column((e) => (scoped(e) ? 'task' : null)),
       column((e) => (scoped(e) ? `project:prj_${e.project}` : null)), column(() => 'webhook'), column(() => '{}'), column(() => 0),
-      column(() => null), now, 'me', now, 32,
+      column(() => null), ...Array.from({ length: 6 }, () => column(() => null)), now, 'me', now, 32,
     ];
   };
   /** `count` new events, evt-g in project prj_<g % projects>. */
@@ -364,10 +364,10 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
    * the plan kept from before run (in a transaction rolled back), with the rows each of its nodes read.
    */
   async function preparedPlan(settings: string, text: string, params: unknown[], grow?: Array<[string, unknown[]]>): Promise<Node[]> {
-    // A utility statement takes no bound parameters: the values written in.
+    // A utility statement takes no bound parameters: the values written in (an array of NULLs untyped, as ARRAY[NULL] is text[]).
     const literal = (value: unknown): string =>
       Array.isArray(value)
-        ? `ARRAY[${value.map(literal).join(', ')}]`
+        ? value.every((v) => v === null) ? `'{${value.map(() => 'NULL').join(',')}}'` : `ARRAY[${value.map(literal).join(', ')}]`
         : value === null
           ? 'NULL'
           : typeof value === 'number' || typeof value === 'boolean'
@@ -527,7 +527,7 @@ describe.each(postgres)('on $name, with statistics that say nothing is running',
       now, 'me', now, 32,
     ];
     const grow = [known('resource_snapshots', 4, 20_000), known('resource_provenance', 4, 20_000)];
-    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, insertDecidingSql(freshLeaseSql('postgres', true)), params, grow);
+    const plan = await preparedPlan(PLANNED_ONCE_BY_KEY, insertDecidingSql(freshLeaseSql('postgres')), params, grow);
 
     expect(plan.map((n) => n['Node Type']).filter((type) => /Seq Scan|Bitmap/.test(type))).toEqual([]);
     expect(plan.filter((n) => n['Relation Name'] === 'resource_provenance').length).toBeGreaterThan(0);
