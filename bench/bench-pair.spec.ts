@@ -49,6 +49,17 @@ describe('bench:pair', () => {
     expect(summaryLine([round])).toBe('B against A over 1 round(s), median (range): events/s 0.960× (0.960–0.960×), main-thread CPU an event 1.026× (1.026–1.026×)');
   });
 
+  it('prints on PostgreSQL each engine\'s backends\' CPU an event, and B\'s main thread and backends together over A\'s', () => {
+    const withBackends = (f: SideFigures, backendCpuUs: number): SideFigures => ({ ...f, backendCpuUs });
+    const round = { a: withBackends(side(2000, 250), 350), b: withBackends(side(2000, 200), 280) };
+    expect(roundLine(2, round)).toBe(
+      'round 2: A 2,000 events/s, 250 µs of main thread an event (50 % of a core), backends 350 µs an event | B 2,000 events/s, 200 µs of main thread an event (50 % of a core), backends 280 µs an event | B/A 1.000× events/s, 0.800× CPU an event, 0.800× CPU an event with the backends',
+    );
+    expect(summaryLine([round])).toBe('B against A over 1 round(s), median (range): events/s 1.000× (1.000–1.000×), main-thread CPU an event 0.800× (0.800–0.800×), with the backends 0.800× (0.800–0.800×)');
+    // Where a round has no backends' figure (SQLite, or a server whose processes are not visible here), none is summed up.
+    expect(pairSummary([round, { a: side(2000, 250), b: side(2000, 250) }]).withBackends).toBeUndefined();
+  });
+
   it('takes its options from the command line, and says which is wrong', () => {
     const defaults = pairOptions([]);
     expect(defaults).toMatchObject({ rounds: 5, seconds: 10, warmUpS: 10, connections: 16, intake: false });
@@ -64,6 +75,9 @@ describe('bench:pair', () => {
     expect(pairOptions(['--open-rate', '1500']).openRate).toBe(1500);
     expect(() => pairOptions(['--open-rate', '0'])).toThrow('--open-rate must be a whole number ≥ 1, not "0"');
     expect(() => pairOptions(['--open-rate', '800', '--intake'])).toThrow('--open-rate sends matching webhooks end to end: it cannot be given with --intake');
+    // The rule creating its follow-ups in another project, end to end only.
+    expect({ default: defaults.elsewhere, given: pairOptions(['--elsewhere']).elsewhere }).toEqual({ default: false, given: true });
+    expect(() => pairOptions(['--elsewhere', '--intake'])).toThrow('--elsewhere is about the end-to-end run; --intake matches no event');
     // SQLite files unless told; --postgres: the server BENCH_POSTGRES_URL names, else the benchmark's default.
     expect(defaults.postgresUrl).toBeUndefined();
     expect(pairOptions(['--postgres'], {}).postgresUrl).toBe('postgres://postgres@127.0.0.1:5432/test');

@@ -22,7 +22,7 @@
  * the benchmark's saturated closed loop; here both stayed at 11–12 ms).
  *
  *   npm run bench:pair -- [--a FILE] [--b FILE] [--a-args "…"] [--b-args "…"] [--rounds N] [--seconds S]
- *                         [--warmup S] [--connections N] [--intake] [--open-rate N] [--postgres]
+ *                         [--warmup S] [--connections N] [--intake] [--open-rate N] [--postgres] [--elsewhere]
  *
  * `--a`/`--b`: a bundle to run (default: dist-bench/bundle/main.js for both;
  * a copy made before a change must sit two folders below the repository, as
@@ -38,18 +38,22 @@
  * server at BENCH_POSTGRES_URL (the benchmark's default server otherwise)
  * instead of a SQLite file; the two engines' backends then share the
  * machine's cores with them, as in the benchmark's PostgreSQL runs.
+ * `--elsewhere`: end to end, each engine's rule creates its follow-ups in
+ * another project (BENCH_RULE_ELSEWHERE), so that no new event waits behind
+ * the creates in flight (the causal barrier), as under BENCH_RULE nearly all do.
  */
 import { parseArgs } from 'node:util';
 import { isEntryFile } from '../src/cli/cli-output.js';
 import { Cleanup } from './bench-cleanup.js';
 import { cpuPerEvent, joinArrivals, type CpuPerEvent } from './bench-closed.js';
 import { createPostgresDatabase, createSqliteDatabase, type BenchDatabase } from './bench-databases.js';
-import { ENGINE_MAIN, splitArgs, startEngine, type BenchEngine, type CpuSplit } from './bench-engine.js';
+import { BENCH_RULE_ELSEWHERE, ENGINE_MAIN, splitArgs, startEngine, writeRules, type BenchEngine, type CpuSplit } from './bench-engine.js';
 import { runPrefix, signedEvents } from './bench-events.js';
 import { joinOpenLoop, OPEN_LOOP_SOCKETS } from './bench-e2e.js';
 import { startFakeService, type FakeService } from './bench-fake-service.js';
 import { closedLoop, openLoop, WebhookPoster } from './bench-load.js';
 import { DEFAULT_POSTGRES } from './bench-options.js';
+import { BackendCpu } from './bench-pgstats.js';
 import { drain } from './bench-systems.js';
 
 export interface PairOptions {
@@ -65,6 +69,8 @@ export interface PairOptions {
   openRate?: number;
   /** The PostgreSQL server each engine gets a database on; SQLite files when undefined. */
   postgresUrl?: string;
+  /** Each engine's rule creates its follow-ups in another project (BENCH_RULE_ELSEWHERE): no event is held behind them. */
+  elsewhere?: boolean;
 }
 
 /** One engine's figures in one round. */
@@ -75,6 +81,8 @@ export interface SideFigures {
   mainCpuUs: number;
   /** The main thread's share of a core over the round and its drain. */
   mainBusy: number;
+  /** PostgreSQL: its database's backends' CPU per event handled, drain included (µs). */
+  backendCpuUs?: number;
   handled: number;
   /** End to end: webhook sent to its action's arrival at the fake service, over the round's events (ms). */
   latency?: { p50: number; p99: number };
@@ -101,11 +109,13 @@ export function spreadOf(values: readonly number[]): Spread {
 }
 
 /** B over A in each round, summed up over the rounds: events per second, main-thread CPU per event, and (end to end) p50 and p99. */
-export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; p50?: Spread; p99?: Spread } {
+export function pairSummary(rounds: PairRound[]): { eventsPerSecond: Spread; mainCpu: Spread; withBackends?: Spread; p50?: Spread; p99?: Spread } {
   if (rounds.length === 0) throw new Error('no round to sum up');
+  const both = rounds.map(withBackends);
   const summary = {
     eventsPerSecond: spreadOf(rounds.map((r) => r.b.eventsPerSecond / r.a.eventsPerSecond)),
     mainCpu: spreadOf(rounds.map((r) => r.b.mainCpuUs / r.a.mainCpuUs)),
+    ...(both.every((x) => x !== undefined) ? { withBackends: spreadOf(both as number[]) } : {}),
   };
   if (!rounds.every((r) => r.a.latency && r.b.latency)) return summary;
   return {
@@ -119,18 +129,25 @@ const count = (n: number) => Math.round(n).toLocaleString('en-US');
 const ratio = (x: number) => `${x.toFixed(3)}×`;
 const ms = (x: number) => (x < 10 ? x.toFixed(1) : count(x));
 const latency = (f: SideFigures) => (f.latency ? `, p50 / p99 ${ms(f.latency.p50)} / ${ms(f.latency.p99)} ms` : '');
-const side = (f: SideFigures) => `${count(f.eventsPerSecond)} events/s, ${count(f.mainCpuUs)} µs of main thread an event (${Math.round(f.mainBusy * 100)} % of a core)${latency(f)}`;
+const backend = (f: SideFigures) => (f.backendCpuUs === undefined ? '' : `, backends ${count(f.backendCpuUs)} µs an event`);
+const side = (f: SideFigures) => `${count(f.eventsPerSecond)} events/s, ${count(f.mainCpuUs)} µs of main thread an event (${Math.round(f.mainBusy * 100)} % of a core)${backend(f)}${latency(f)}`;
+/** Main thread and backends together, where both sides have their backends' figure. */
+const withBackends = (r: PairRound) => (r.a.backendCpuUs === undefined || r.b.backendCpuUs === undefined ? undefined
+  : (r.b.mainCpuUs + r.b.backendCpuUs) / (r.a.mainCpuUs + r.a.backendCpuUs));
 
 export function roundLine(n: number, r: PairRound): string {
   const p50 = r.a.latency && r.b.latency ? `, ${ratio(r.b.latency.p50 / r.a.latency.p50)} p50` : '';
-  return `round ${n}: A ${side(r.a)} | B ${side(r.b)} | B/A ${ratio(r.b.eventsPerSecond / r.a.eventsPerSecond)} events/s, ${ratio(r.b.mainCpuUs / r.a.mainCpuUs)} CPU an event${p50}`;
+  const both = withBackends(r);
+  const backends = both === undefined ? '' : `, ${ratio(both)} CPU an event with the backends`;
+  return `round ${n}: A ${side(r.a)} | B ${side(r.b)} | B/A ${ratio(r.b.eventsPerSecond / r.a.eventsPerSecond)} events/s, ${ratio(r.b.mainCpuUs / r.a.mainCpuUs)} CPU an event${backends}${p50}`;
 }
 
 export function summaryLine(rounds: PairRound[]): string {
   const s = pairSummary(rounds);
   const range = (x: Spread) => `${ratio(x.median)} (${x.min.toFixed(3)}–${ratio(x.max)})`;
   const p50 = s.p50 && s.p99 ? `, webhook-to-action p50 ${range(s.p50)}, p99 ${range(s.p99)}` : '';
-  return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}${p50}`;
+  const backends = s.withBackends ? `, with the backends ${range(s.withBackends)}` : '';
+  return `B against A over ${rounds.length} round(s), median (range): events/s ${range(s.eventsPerSecond)}, main-thread CPU an event ${range(s.mainCpu)}${backends}${p50}`;
 }
 
 interface Side {
@@ -145,7 +162,8 @@ async function startSide(variant: PairOptions['a'], options: PairOptions, cleanu
   const { connections, postgresUrl } = options;
   const db = postgresUrl === undefined ? createSqliteDatabase(cleanup) : await createPostgresDatabase(postgresUrl, cleanup);
   const fake = await startFakeService(cleanup);
-  const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs }, cleanup);
+  const rulesDir = options.elsewhere ? writeRules(cleanup, [BENCH_RULE_ELSEWHERE]) : undefined;
+  const engine = await startEngine({ layout: 'child', databaseUrl: db.url, serviceUrl: fake.url, script: variant.script, nodeArgs: variant.nodeArgs, rulesDir }, cleanup);
   const poster = options.openRate === undefined ? new WebhookPoster(engine.url, connections, 'keep-alive') : new WebhookPoster(engine.url, OPEN_LOOP_SOCKETS);
   cleanup.add('close the load generator\'s connections', () => poster.close());
   return { engine, fake, db, poster };
@@ -165,12 +183,13 @@ async function settle(i: number, engine: BenchEngine, start: CpuSplit, began: nu
 }
 
 /** Both engines sent `openRate` webhooks a second at once for `seconds`, then until each has done what it acknowledged. */
-async function openRound(sides: Side[], openRate: number, seconds: number, tag: string): Promise<SideFigures[]> {
+async function openRound(sides: Side[], options: PairOptions, openRate: number, seconds: number, tag: string): Promise<SideFigures[]> {
   const count = Math.max(1, Math.round(openRate * seconds));
   const runs = await Promise.all(sides.map(async (s, i) => {
     const prefix = runPrefix(`pair_${tag}_${i}`);
     return { events: signedEvents('matching', prefix, count), arrivals: await s.fake.beginRun(prefix, count) };
   }));
+  const backends = await Promise.all(sides.map((s) => backendCpu(s, options)));
   const start: CpuSplit[] = sides.map((s) => s.engine.cpuSplit!());
   const began = performance.now();
   const sent = await Promise.all(sides.map((s, i) => openLoop(s.poster, runs[i].events, openRate)));
@@ -179,11 +198,26 @@ async function openRound(sides: Side[], openRate: number, seconds: number, tag: 
     const arrived = () => runs[i].arrivals.arrived();
     const cpu = await settle(i, s.engine, start[i], began, () => acknowledged - arrived(), arrived);
     const joined = joinOpenLoop(sent[i], runs[i].arrivals, count);
-    return {
+    const figures: SideFigures = {
       eventsPerSecond: joined.deliveredPerSecond, mainCpuUs: cpu.mainUserUs + cpu.mainSystemUs, mainBusy: cpu.mainBusy, handled: joined.delivered,
       latency: { p50: joined.latencyMs.p50, p99: joined.latencyMs.p99 },
     };
+    return withBackendCpu(figures, await backends[i]?.stop());
   }));
+}
+
+/** The figures with their backends' CPU per event handled, when there is one. */
+function withBackendCpu(figures: SideFigures, backendSeconds: number | undefined): SideFigures {
+  if (backendSeconds !== undefined && figures.handled > 0) figures.backendCpuUs = (backendSeconds * 1e6) / figures.handled;
+  return figures;
+}
+
+/** PostgreSQL: the CPU of the side's backends from now on (bench-pgstats.ts); SQLite has none. */
+async function backendCpu(side: Side, options: PairOptions): Promise<BackendCpu | undefined> {
+  if (options.postgresUrl === undefined) return undefined;
+  const cpu = new BackendCpu(options.postgresUrl, side.db.where);
+  await cpu.start();
+  return cpu;
 }
 
 /** Both engines under their closed loops at once for `seconds`, then until each has done what it acknowledged. */
@@ -194,6 +228,7 @@ async function round(sides: Side[], options: PairOptions, seconds: number, tag: 
     const events = signedEvents(options.intake ? 'unmatched' : 'matching', prefix, perSide);
     return { events, arrivals: await s.fake.beginRun(prefix, perSide) };
   }));
+  const backends = await Promise.all(sides.map((s) => backendCpu(s, options)));
   const start: CpuSplit[] = sides.map((s) => s.engine.cpuSplit!());
   const began = performance.now();
   // Whose clients send first alternates from round to round, so that neither engine is always the first served.
@@ -211,7 +246,7 @@ async function round(sides: Side[], options: PairOptions, seconds: number, tag: 
       const { p50, p99 } = joinArrivals(results[i], runs[i].arrivals.arrivals, Infinity).latencyMs;
       figures.latency = { p50, p99 };
     }
-    return figures;
+    return withBackendCpu(figures, await backends[i]?.stop());
   }));
 }
 
@@ -224,10 +259,10 @@ export async function runPair(options: PairOptions, cleanup: Cleanup, say: (line
   const on = options.postgresUrl === undefined ? 'SQLite' : 'PostgreSQL';
   const { openRate } = options;
   const load = openRate === undefined
-    ? `${options.intake ? 'intake (no event matches)' : 'end to end (every event matches)'} on ${on}, ${options.connections} keep-alive clients each`
+    ? `${options.intake ? 'intake (no event matches)' : `end to end (every event matches${options.elsewhere ? ', its follow-up created in another project' : ''})`} on ${on}, ${options.connections} keep-alive clients each`
     : `open loop, end to end (every event matches) on ${on}, ${openRate.toLocaleString('en-US')} webhooks a second each`;
   say(`${load}; warming up for ${options.warmUpS} s …`);
-  const once = (seconds: number, tag: string, first: 0 | 1) => (openRate === undefined ? round(sides, options, seconds, tag, first) : openRound(sides, openRate, seconds, tag));
+  const once = (seconds: number, tag: string, first: 0 | 1) => (openRate === undefined ? round(sides, options, seconds, tag, first) : openRound(sides, options, openRate, seconds, tag));
   if (options.warmUpS > 0) await once(options.warmUpS, 'warm', 0);
   const rounds: PairRound[] = [];
   for (let n = 1; n <= options.rounds; n++) {
@@ -254,11 +289,12 @@ export function pairOptions(argv: string[], env: NodeJS.ProcessEnv = process.env
       'a-args': { type: 'string', default: '' }, 'b-args': { type: 'string', default: '' },
       rounds: { type: 'string', default: '5' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '10' },
       connections: { type: 'string', default: '16' }, intake: { type: 'boolean', default: false },
-      postgres: { type: 'boolean', default: false }, 'open-rate': { type: 'string' },
+      postgres: { type: 'boolean', default: false }, 'open-rate': { type: 'string' }, elsewhere: { type: 'boolean', default: false },
     },
   });
   const openRate = values['open-rate'] === undefined ? undefined : whole(values['open-rate'], '--open-rate', 1);
   if (openRate !== undefined && values.intake) throw new Error('--open-rate sends matching webhooks end to end: it cannot be given with --intake');
+  if (values.elsewhere && values.intake) throw new Error('--elsewhere is about the end-to-end run; --intake matches no event');
   return {
     a: { script: values.a!, nodeArgs: splitArgs(values['a-args']) },
     b: { script: values.b!, nodeArgs: splitArgs(values['b-args']) },
@@ -269,6 +305,7 @@ export function pairOptions(argv: string[], env: NodeJS.ProcessEnv = process.env
     intake: values.intake!,
     openRate,
     postgresUrl: values.postgres ? (env.BENCH_POSTGRES_URL ?? DEFAULT_POSTGRES) : undefined,
+    elsewhere: values.elsewhere!,
   };
 }
 
