@@ -6,7 +6,7 @@ import { statementsOf } from '../database/statements.js';
 import { EventWriter, type NewEvent } from '../intake/event-writer.js';
 import { databasesUnderTest, type TestDatabase } from '../../test/support/databases.js';
 import { ManualClock, openDatabase, useQueueStore } from '../../test/support/storage.js';
-import { EVENT_LEASE_MS, WorkQueue } from './work-queue.js';
+import { claimWantsStatistics, EVENT_LEASE_MS, WorkQueue } from './work-queue.js';
 
 const kinds = await databasesUnderTest('work queue');
 
@@ -14,6 +14,19 @@ function anEvent(overrides: Partial<NewEvent> = {}): NewEvent {
   const eventId = overrides.eventId ?? `evt_${randomUUID()}`;
   return { eventId, type: 'task.updated', resourceKey: null, source: 'webhook', payload: JSON.stringify({ id: eventId }), ...overrides };
 }
+
+describe('which event claims ask for fresh statistics (PostgreSQL)', () => {
+  it.each([
+    { what: 'a full claim (a backlog: the tables are growing)', plannedOnce: false, ms: 2, taken: 32, wanted: true },
+    { what: 'a full claim planned once by key', plannedOnce: true, ms: 2, taken: 32, wanted: true },
+    { what: 'a slow claim planned for its values', plannedOnce: false, ms: 25, taken: 3, wanted: true },
+    { what: 'a slow claim planned once by key after one that found nothing', plannedOnce: true, ms: 25, taken: 0, wanted: false },
+    { what: 'a quick claim that took some', plannedOnce: false, ms: 19, taken: 3, wanted: false },
+    { what: 'a quick claim that found nothing', plannedOnce: true, ms: 1, taken: 0, wanted: false },
+  ])('$what: $wanted', ({ plannedOnce, ms, taken, wanted }) => {
+    expect(claimWantsStatistics({ plannedOnce, ms, taken, limit: 32 })).toBe(wanted);
+  });
+});
 
 describe.each(kinds)(`${WorkQueue.name} on $name`, (kind) => {
   const store = useQueueStore(kind);
