@@ -64,10 +64,11 @@ export const INSERT_MANY = `WITH batch AS MATERIALIZED (
  * provenance, and no snapshot if it read one); an evaluation handed over with a leased event (`evaluatedAt`) holds
  * only then, which the writer tells from each row's `seen_resource` and `untouched` (`assumed`; as a lookup in
  * `batch` for each row, the statement compared every row with every other; `untouched` as a NOT EXISTS was planned as
- * a hashed subplan that read every provenance, 200–1,000 rows read an event end to end). Placeholders: INSERT_MANY's,
- * then the decisions', then the lease's.
+ * a hashed subplan that read every provenance, 200–1,000 rows read an event end to end). `made`: more definitions for
+ * the WITH, over `stored` (AssumingDecider.made: the executions and first runs of the events it stores decided).
+ * Placeholders: INSERT_MANY's, then the decisions', then the lease's, then `made`'s.
  */
-export function insertDecidingSql(lease: string): string {
+export function insertDecidingSql(lease: string, made = ''): string {
   return `WITH batch AS MATERIALIZED (
     SELECT t.*, ?::varchar AS received_at, ?::varchar AS next_attempt_at, t.resource_key IS NULL OR s.seen IS NOT NULL AS seen,
            p.touched IS NULL AND (s.seen IS NULL OR NOT COALESCE(t.read_snapshot, true)) AS current
@@ -91,7 +92,7 @@ export function insertDecidingSql(lease: string): string {
     INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at)
     SELECT b.resource_key, b.snapshot, s.seq, b.received_at FROM stored s JOIN batch b ON b.id = s.event_id AND b.decision IS NOT NULL
     WHERE s.finished AND b.snapshot IS NOT NULL
-    ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at)
+    ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at)${made ? `,${made}` : ''}
   SELECT seq, event_id, leased, held, finished, seen_resource, untouched FROM stored`;
 }
 

@@ -107,6 +107,15 @@ export interface AssumingDecider<Made = never> extends DeciderOfEach<Made> {
   readSnapshot(resourceKey: string): boolean;
   /** The event was leased, but what its evaluation assumed was not so (readSnapshot), or it is held: its evaluation does not hold. */
   stale(eventId: string): void;
+  /**
+   * What the events decided so far made (their executions and first runs, with no seq yet), for the statement to
+   * write: `sql`, definitions for its WITH after those of insertDecidingSql, over `stored` (the rows it stored, each
+   * with its `seq`, `event_id` and whether `finished`), the same text for every commit, and `params`, their
+   * placeholders' values. Undefined when they made nothing (the statement is then insertDecidingSql's alone).
+   */
+  made(): { sql: string; params: unknown[] } | undefined;
+  /** What an event the statement stored decided made, given the seq it stored it with (none if it made nothing). */
+  madeBy(eventId: string, seq: number): Made[];
 }
 
 /** A new event as the commit that stores it knows it, before it has a seq. */
@@ -133,6 +142,7 @@ export interface DecidedEvent<Made = never> {
   explanation: string;
   /** The resource's snapshot as `record` saves it, when the event made nothing else (PostgreSQL writes it in the statement that stores the batch). */
   snapshot?: string | undefined;
+  /** SQLite: writes what it made once it has its seq. Never asked on PostgreSQL, whose statement writes that (AssumingDecider.made). */
   record(sql: Statements, seq: number): Promise<Made[]>;
 }
 
@@ -195,8 +205,8 @@ export class EventWriter {
   private handOff: FreshEventsHandOff<unknown> | undefined;
   /** What the batch being committed leased and decided (one batch at a time: GroupCommit flushes in turn). */
   private leased: Stored | undefined;
-  /** The statements that store and lease, by the lease's text (one per database kind). */
-  private readonly leasingTexts = new Map<string, string>();
+  /** The statements that store and lease, by the lease's text, then by what the decider writes with it (a few per database kind). */
+  private readonly leasingTexts = new Map<string, Map<string, string>>();
 
   constructor(
     private readonly db: Database,
@@ -261,9 +271,11 @@ export class EventWriter {
     return events.map((event) => (inserted.delete(event.eventId) ? 'accepted' : 'duplicate'));
   }
 
-  private leasingText(lease: FreshLease, make: (lease: string) => string): string {
-    let text = this.leasingTexts.get(lease.sql);
-    if (text === undefined) this.leasingTexts.set(lease.sql, (text = make(lease.sql)));
+  private leasingText(lease: FreshLease, made: string, make: (lease: string, made: string) => string): string {
+    let texts = this.leasingTexts.get(lease.sql);
+    if (texts === undefined) this.leasingTexts.set(lease.sql, (texts = new Map()));
+    let text = texts.get(made);
+    if (text === undefined) texts.set(made, (text = make(lease.sql, made)));
     return text;
   }
 
@@ -291,7 +303,9 @@ export class EventWriter {
       column((e) => e.payload), column((e) => e.depth ?? 0), column((e) => e.replayOf ?? null),
     ];
     if (lease === undefined) return sql.queueRows<Inserted>(INSERT_MANY, params);
-    return sql.queueRows<Inserted>(this.leasingText(lease, insertDecidingSql), [...params, ...decidedColumns(events, decisions), ...lease.params]);
+    const made = decisions?.decider.made();
+    const text = this.leasingText(lease, made?.sql ?? '', insertDecidingSql);
+    return sql.queueRows<Inserted>(text, [...params, ...decidedColumns(events, decisions), ...lease.params, ...(made?.params ?? [])]);
   }
 
   /** SQLite: event by event, leased while there is room (each sees the ones before it, leased or not). */
@@ -307,7 +321,7 @@ export class EventWriter {
       const seen = e.resourceKey === null || (decider ? decider.seen(e.resourceKey) : (await sql.rows(HAS_SNAPSHOT, [e.resourceKey])).length > 0);
       // Without room for more, the lease is still asked of an event the decider may decide (a decided one takes none).
       const [free] = lease !== undefined && (room > 0 || decider !== undefined)
-        ? await sql.rows<LeaseRow>(this.leasingText(lease, leasedOne), [e.resourceKey, scopeKind, scopeParent, now, seen ? 1 : 0, ...lease.params])
+        ? await sql.rows<LeaseRow>(this.leasingText(lease, '', leasedOne), [e.resourceKey, scopeKind, scopeParent, now, seen ? 1 : 0, ...lease.params])
         : [];
       const decided = free && !free.held ? await decider?.decide(fresh[i]) : undefined;
       if (decided) {
@@ -401,7 +415,7 @@ function assumed(row: Inserted, e: NewEvent | undefined, decider: AssumingDecide
 
 /**
  * PostgreSQL: the rows insertDecidingSql stored, as `stored` reads SQLite's: each stored decided with the event as
- * decided (it made nothing but its snapshot); an evaluation the decider made of an event leased on another reading,
+ * decided and what it made (AssumingDecider.madeBy); an evaluation the decider made of an event leased on another reading,
  * or held behind a create in flight, forgotten (AssumingDecider.stale).
  */
 function decidedRows(rows: Inserted[], events: NewEvent[], decider: AssumingDecider<unknown>): Inserted[] {
@@ -410,7 +424,7 @@ function decidedRows(rows: Inserted[], events: NewEvent[], decider: AssumingDeci
     const e = byId.get(row.event_id);
     if (row.finished && e !== undefined) {
       row.decided = freshEvent(e);
-      row.made = [];
+      row.made = decider.madeBy(row.event_id, Number(row.seq));
     } else if (row.leased && (row.held || !assumed(row, e, decider))) decider.stale(row.event_id);
   }
   return rows;

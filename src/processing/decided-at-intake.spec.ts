@@ -18,10 +18,11 @@ import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js'
 import { statementsOf } from '../database/statements.js';
 import type { FreshEvent, FreshLease } from '../intake/event-writer.js';
 import { writeCreatingRun, writeUnseen } from '../../test/support/barrier.js';
-import { openCore, taskEvent, type Core } from '../../test/support/core.js';
-import { databasesUnderTest, sqliteUnderTest } from '../../test/support/databases.js';
+import { openCore, taskEvent, type Core, type CoreOptions } from '../../test/support/core.js';
+import { databasesUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import type { EventEnvelope } from '../intake/envelope.js';
+import { actionRunId } from './new-action-run.js';
 import type { ClaimedEvent, CreatedRun } from './work.js';
 
 const releasesOnly = aRule({
@@ -303,16 +304,21 @@ describe.each(kinds)('events decided in the commit that stores them on $name', (
   });
 });
 
-describe('events a rule matches, decided in the commit that stores them with their executions and first runs (SQLite)', () => {
+describe.each(kinds)('events a rule matches, decided in the commit that stores them with their executions and first runs on $name', (kind) => {
   let core: Core;
   let handed: ClaimedEvent[];
   let decided: FreshEvent[];
   let made: CreatedRun[];
   /** How many first runs intake's next commit may lease to this process (workers.ts: the action loop's room). */
   let room: number;
+  /** PostgreSQL's statement reads nothing first: an event is decided alone in its batch with its resource, and not where a rule counts what came before. */
+  const onPostgres = kind.name === 'postgres';
 
-  beforeEach(async () => {
-    core = await openCore(sqliteUnderTest());
+  beforeEach(() => open());
+
+  /** An engine's core on a fresh database, its intake's hand-off as workers.ts wires it. */
+  async function open(options?: CoreOptions): Promise<void> {
+    core = await openCore(kind, options);
     [handed, decided, made, room] = [[], [], [], 10];
     core.writer.handOffTo<CreatedRun>({
       lease: () => core.queue.freshLease(100),
@@ -323,7 +329,7 @@ describe('events a rule matches, decided in the commit that stores them with the
         made.push(...runs);
       },
     });
-  });
+  }
 
   afterEach(() => core.close());
 
@@ -389,6 +395,16 @@ describe('events a rule matches, decided in the commit that stores them with the
     const [first, second] = [release({ id: 'tsk_1' }), release({ id: 'tsk_2' })];
     await storeTogether(core, [first, second]);
 
+    if (onPostgres) {
+      // The count is read in the event loop's commit: both go there with their evaluations, which it commits in order.
+      expect({ decided, handed: handed.map((e) => e.event_id) }).toEqual({ decided: [], handed: [first.id, second.id] });
+      const evaluated = handed.map((e) => core.processor.evaluatedAt(e));
+      expect(evaluated.map((e) => e.evaluated?.verdict.status)).toEqual(['processed', 'processed']);
+      await core.processor.commitAll(await Promise.all(evaluated.map((e) => core.processor.prepare(e))), core.queue.owner);
+      expect({ first: (await core.executions(first.id)).map((e) => e.status), second: (await core.executions(second.id)).map((e) => e.status) })
+        .toEqual({ first: ['running'], second: ['throttled'] });
+      return;
+    }
     expect(decided.map((e) => e.event_id)).toEqual([first.id, second.id]);
     expect((await core.executions(first.id)).map((e) => e.status)).toEqual(['running']);
     expect((await core.executions(second.id)).map((e) => e.status)).toEqual(['throttled']);
@@ -401,13 +417,86 @@ describe('events a rule matches, decided in the commit that stores them with the
     const [first, second] = [release({ id: 'tsk_same' }), release({ id: 'tsk_same', title: 'Release 2.1' })];
     await storeTogether(core, [first, second]);
 
-    expect(decided.map((e) => e.event_id)).toEqual([first.id]);
-    expect(handed).toEqual([]);
+    // PostgreSQL decides neither of two events about one resource in one statement: the first is handed over.
+    expect(decided.map((e) => e.event_id)).toEqual(onPostgres ? [] : [first.id]);
+    expect(handed.map((e) => e.event_id)).toEqual(onPostgres ? [first.id] : []);
     expect(await core.event(second.id)).toMatchObject({ status: 'received', leaseOwner: null });
     expect(await core.queue.claimEvents(10)).toEqual([]);
   });
 
-  it('counts the events it decides in the metrics as processed or ignored', async () => {
+  it('writes each event\'s execution and first run with its own seq, several in one commit, the run\'s id as the loop\'s', async () => {
+    core.useRules(releasesOnly);
+    const events = [1, 2, 3].map((i) => release({ id: `tsk_many_${i}` }));
+    await storeTogether(core, events);
+
+    expect(decided.map((e) => e.event_id).sort()).toEqual(events.map((e) => e.id).sort());
+    for (const event of events) {
+      const { seq } = await core.event(event.id);
+      const [execution] = await core.executions(event.id);
+      const [run] = await core.runs(execution.id);
+      expect({ execution: execution.eventSeq, run: run.eventSeq, id: run.id }).toEqual({ execution: seq, run: seq, id: actionRunId({ seq, id: event.id }, 'releases-only', 0) });
+      expect(made.find((m) => m.execution.eventId === event.id)).toMatchObject({ run: { id: run.id, event_seq: seq }, execution: { id: execution.id, eventSeq: seq } });
+    }
+  });
+
+  it('writes no second execution for a duplicate of an event it decided', async () => {
+    core.useRules(releasesOnly);
+    const event = release();
+    await core.store(event);
+    await core.store(event);
+    await storeTogether(core, [event, release({ id: 'tsk_other' })]);
+
+    expect(decided.filter((e) => e.event_id === event.id)).toHaveLength(1);
+    expect(await core.executions(event.id)).toHaveLength(1);
+    expect(made.filter(({ execution }) => execution.eventId === event.id)).toHaveLength(1);
+  });
+
+  it('decides no new resource held behind a create in flight: it is handed over held, with nothing written for it', async () => {
+    core.useRules(aRule({ ...releasesOnly.definition, on: 'task.created' }));
+    await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:A' }, 10_000);
+    core.clock.advance(1);
+    await writeUnseen(core.writer, 'release-in-a', 'task:n1', { project_id: 'A', title: 'Release 3' });
+    await writeUnseen(core.writer, 'release-in-b', 'task:n2', { project_id: 'B', title: 'Release 3' });
+
+    expect(decided.map((e) => e.event_id)).toEqual(['release-in-b']);
+    expect(handed.map((e) => [e.event_id, e.held !== undefined])).toEqual([['release-in-a', true]]);
+    expect(core.processor.evaluatedAt(handed[0]).evaluated).toBeUndefined();
+    expect({ held: await core.executions('release-in-a'), free: (await core.executions('release-in-b')).length }).toEqual({ held: [], free: 1 });
+    expect(made.map(({ execution }) => execution.eventId)).toEqual(['release-in-b']);
+  });
+
+  it('decides an event whose first action changes a resource on SQLite, with its provenance; on PostgreSQL hands it over with its evaluation', async () => {
+    // Not run dry (a dry run records no provenance); the service is never called here.
+    await core.close();
+    await open({ serviceUrl: 'http://127.0.0.1:9/v1' });
+    core.useRules(aRule({ ...releasesOnly.definition, actions: [{ type: 'task.update', params: { id: '{{ event.data.task.id }}', status: 'done' } }] }));
+    const event = release({ id: 'tsk_changed' });
+    // With intake's parse of it, as intake hands it over (the loop renders the first request from it).
+    await core.writer.write({ eventId: event.id, type: event.type, resourceKey: taskKeyOf(event), source: 'webhook', payload: JSON.stringify(event), envelope: event });
+
+    // The statement that stores a batch on PostgreSQL writes no provenance: the loop's commit does.
+    expect(decided.map((e) => e.event_id)).toEqual(onPostgres ? [] : [event.id]);
+    if (onPostgres) {
+      expect(handed.map((e) => core.processor.evaluatedAt(e).evaluated?.verdict.status)).toEqual(['processed']);
+      await core.processor.commitAll([await core.processor.prepare(handed[0])], core.queue.owner);
+    }
+    const [execution] = await core.executions(event.id);
+    const [run] = await core.runs(execution.id);
+    const provenance = await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: 'task:tsk_changed' });
+    expect({ type: run.type, by: provenance.actionRunId, rule: provenance.ruleId }).toEqual({ type: 'task.update', by: run.id, rule: 'releases-only' });
+  });
+
+  it('leaves to the event loop an event a debounced rule matched on PostgreSQL, whose commit reads what came before', async () => {
+    core.useRules(aRule({ ...releasesOnly.definition, options: { debounce: { seconds: 60, key: '{{ event.data.task.id }}' } } }));
+    const event = release({ id: 'tsk_debounced' });
+    await core.store(event);
+
+    expect({ decided: decided.length, handed: handed.length }).toEqual(onPostgres ? { decided: 0, handed: 1 } : { decided: 1, handed: 0 });
+    if (onPostgres) await core.processor.commitAll([await core.processor.prepare(core.processor.evaluatedAt(handed[0]))], core.queue.owner);
+    expect((await core.executions(event.id)).map((e) => e.status)).toEqual(['waiting']);
+  });
+
+  it('counts the events it decides in the metrics as processed or ignored, and the rules they matched', async () => {
     core.useRules(releasesOnly);
     const [matched, unmatched] = [release({ id: 'tsk_m' }), taskEvent('task.updated', { id: 'tsk_u', title: 'Routine update' })];
     await storeTogether(core, [matched, unmatched]);
@@ -416,6 +505,17 @@ describe('events a rule matches, decided in the commit that stores them with the
     const text = await core.metrics.registry.metrics();
     expect(text).toMatch(/events_processed_total\{[^}]*status="processed"[^}]*\} 1/);
     expect(text).toMatch(/events_processed_total\{[^}]*status="ignored"[^}]*\} 1/);
+    expect(text).toMatch(/rule_matches_total\{[^}]*rule="releases-only"[^}]*\} 1\n/);
+  });
+
+  it('counts no match of an event it did not decide (held behind a create in flight): the event loop counts it', async () => {
+    core.useRules(aRule({ ...releasesOnly.definition, on: 'task.created' }));
+    await writeCreatingRun(core.db, core.clock, { kind: 'task', parent: 'project:A' }, 10_000);
+    core.clock.advance(1);
+    await writeUnseen(core.writer, 'release-in-a', 'task:n1', { project_id: 'A', title: 'Release 3' });
+
+    expect(handed.map((e) => e.event_id)).toEqual(['release-in-a']);
+    expect(await core.metrics.registry.metrics()).not.toMatch(/rule_matches_total\{[^}]*rule="releases-only"/);
   });
 });
 

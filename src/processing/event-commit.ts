@@ -31,11 +31,11 @@ const FINISH_EVENT = `
   UPDATE events SET status = ?, depth = ?, self_caused = ?, error = ?, processed_at = ?, attempts = ?,
                     next_attempt_at = ?, explanation = ?, lease_owner = NULL, lease_until = NULL
   WHERE seq = ? AND lease_owner = ? AND status = 'received'`;
-const INSERT_EXECUTION = `
+export const INSERT_EXECUTION = `
   INSERT INTO executions (id, event_seq, event_id, rule_id, rule_version, status, conditions, rule_snapshot, error,
                           throttle_key, created_at, finished_at, resume_at, debounce_key, facts)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`;
-const SAVE_SNAPSHOT = `
+export const SAVE_SNAPSHOT = `
   INSERT INTO resource_snapshots (resource_key, payload, event_seq, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET payload = excluded.payload, event_seq = excluded.event_seq, updated_at = excluded.updated_at`;
 /**
@@ -83,7 +83,7 @@ export const FINISH_MANY = `
   WHERE e.seq = t.seq AND e.lease_owner = t.owner AND ${unindexed('e.status')} = t.was AND e.seq = ANY(?::int[])
   RETURNING e.seq`;
 
-const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];
+export const EXECUTION_COLUMNS = ['id', 'event_seq', 'event_id', 'rule_id', 'rule_version', 'status', 'conditions', 'rule_snapshot', 'throttle_key', 'created_at', 'finished_at', 'resume_at', 'debounce_key', 'facts'];
 const text = (n: number) => Array<string>(n).fill('text');
 const BATCHED = new Map<string, Batched>([
   [INSERT_EXECUTION, {
@@ -200,14 +200,29 @@ export class EventCommit {
    * What an event a rule matched, decided in the commit that stores it, writes once it has its seq: what `record`
    * writes for an event the loop commits (its executions, their first runs leased to `handOff` as far as it has room,
    * its resource's snapshot, with no event marked seen, as `recordDecided` says). Counted once that commit is done
-   * (EventProcessor.countDecided). The runs, and the snapshot saved, if any.
+   * (EventProcessor.countDecided); its rules' matches now, unless not `counted` (PostgreSQL writes them before it
+   * knows whether the event is stored decided: made-at-intake.ts). The runs, and the snapshot saved, if any.
    */
-  async recordAtIntake(sql: Statements, prepared: PreparedEvent, executions: NewExecution[], now: string, handOff: HandOff): Promise<{ runs: CreatedRun[]; snapshot?: string }> {
-    const runs = await this.recordExecutions(sql, prepared, executions, now, handOff);
+  async recordAtIntake(
+    sql: Statements,
+    prepared: PreparedEvent,
+    executions: NewExecution[],
+    now: string,
+    handOff: HandOff,
+    counted = true,
+  ): Promise<{ runs: CreatedRun[]; snapshot?: string }> {
+    const runs = await this.recordExecutions(sql, prepared, executions, now, handOff, counted);
     return { runs, snapshot: await this.saveSnapshot(sql, prepared.claim, prepared.resource, now, false) };
   }
 
-  private async recordExecutions(sql: Statements, { claim, verdict, envelope, cancels }: PreparedEvent, executions: NewExecution[], now: string, handOff?: HandOff): Promise<CreatedRun[]> {
+  private async recordExecutions(
+    sql: Statements,
+    { claim, verdict, envelope, cancels }: PreparedEvent,
+    executions: NewExecution[],
+    now: string,
+    handOff?: HandOff,
+    counted = true,
+  ): Promise<CreatedRun[]> {
     const runs: CreatedRun[] = [];
     if (cancels && cancels.length > 0) await cancelWaitingFor(sql, claim, cancels, now);
     if (verdict.status === 'loop_blocked') await emitLoopBlocked(sql, claim, verdict.position.depth, now);
@@ -215,7 +230,7 @@ export class EventCommit {
       const start = firstEntryOf(execution, envelope, now, this.dryRun);
       if (start.debounceKey !== null) await debounceEarlier(sql, this.kind, execution.match.rule.id, start.debounceKey, execution.id, now);
       await this.insertExecution(sql, claim, execution, start, now);
-      this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
+      if (counted) this.metrics.ruleMatched(execution.match.rule.id, execution.throttled ? 'throttled' : 'matched');
       if (execution.throttled) continue;
       const loaded: LoadedExecution = {
         id: execution.id, eventSeq: claim.seq, eventId: claim.event_id, ruleId: execution.match.rule.id, rule: execution.snapshot,

@@ -8,6 +8,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { backoffDelayMs } from '../actions/retry-policy.js';
 import { ServiceClient } from '../actions/service-client.js';
 import { ServiceLookups } from '../actions/service-lookups.js';
+import type { CausalScope } from '../causal-scope.js';
 import { CLOCK, isoIn, isoOf, nowIso, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
@@ -23,6 +24,7 @@ import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit, resourceSnapshotText } from './event-commit.js';
+import { IntakeStatement } from './made-at-intake.js';
 import { readKnownResources, type KnownResources } from './known-resources.js';
 import { NoLookups } from './no-lookups.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
@@ -111,15 +113,16 @@ export class EventProcessor {
   /**
    * Decides new events in the commit that stores them (event-writer.ts FreshEventsHandOff.decider), when that is all
    * there is to do: each is evaluated as `prepare` would, on what the commit sees (the snapshots and provenance of the
-   * batch's resources, read once, and the snapshots its earlier events saved), and no rule matches it. With `handOff`
-   * (SQLite), an event a rule matched is decided too, with its executions and first runs (`matchedAtIntake`). Not
-   * decided (undefined; the event loop commits it): a rule matched, without `handOff` (PostgreSQL: its evaluation goes
-   * to the loop with the event, `evaluatedAt`, unless the commit finds it `stale`); and, evaluated by the loop as any
-   * other event: a condition asked for a lookup (a call to
+   * batch's resources, read once, and the snapshots its earlier events saved; on PostgreSQL nothing, see below), and
+   * no rule matches it. With `handOff`, an event a rule matched is decided too, with its executions and first runs
+   * (`matchedAtIntake`; on PostgreSQL made before the statement that stores the batch and written by it:
+   * made-at-intake.ts). Not decided (undefined; the event loop commits it): a rule matched, without `handOff`, or on
+   * PostgreSQL where IntakeStatement.matched declines (its evaluation goes to the loop with the event, `evaluatedAt`,
+   * unless the commit finds it `stale`); and, evaluated by the loop as any other event: a condition asked for a lookup (a call to
    * the service has no place inside a commit); the event's type cancels waiting executions; its chain is blocked as a
    * loop (the loop logs it and stores an engine event); or anything threw.
    */
-  async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string, handOff?: HandOff): Promise<Decider<CreatedRun> | undefined> {
+  async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string, handOff?: HandOff, holds?: (scope: CausalScope) => boolean): Promise<Decider<CreatedRun> | undefined> {
     this.evaluatedAtIntake.clear();
     this.processedAtIntake.clear();
     try {
@@ -129,11 +132,13 @@ export class EventProcessor {
       const at = new Date(now);
       if (this.db.kind === 'postgres') {
         const known = { snapshots: new Map(), provenance: new Map() };
-        const readSnapshot = new Set<string>();
+        const statement = new IntakeStatement(this.committer, holds);
         return {
-          decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, readSnapshot),
-          readSnapshot: (resourceKey) => readSnapshot.has(resourceKey),
+          decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, statement),
+          readSnapshot: (resourceKey) => statement.readSnapshot.has(resourceKey),
           stale: (eventId) => this.evaluatedAtIntake.delete(eventId),
+          made: () => statement.made.written(),
+          madeBy: (eventId, seq) => this.countMade(eventId, statement.made.madeBy(eventId, seq)),
         };
       }
       const known = await this.knownResources(events, sql);
@@ -154,24 +159,26 @@ export class EventProcessor {
     known: KnownResources,
     now: Date,
     handOff: HandOff | undefined,
-    readSnapshot?: Set<string>,
+    statement?: IntakeStatement,
   ): Promise<DecidedEvent<CreatedRun> | undefined> {
     try {
       const here = await this.evaluateHere(event, known, now);
       if (here === undefined) return undefined;
       const { envelope, resource, resourceKnown, position, explanation, matched } = here;
       const key = event.resource_key;
-      if (key !== null && here.readSnapshot) readSnapshot?.add(key);
+      if (key !== null && here.readSnapshot) statement?.readSnapshot.add(key);
       const committer = this.committer;
       if (matched.length > 0) {
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
-        if (handOff === undefined) {
-          // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
-          // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
-          if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, { verdict, resource, resourceKnown });
-          return undefined;
-        }
-        return this.matchedAtIntake(sql, event, envelope, { verdict, resource, resourceKnown }, known, now, handOff);
+        const evaluated = { verdict, resource, resourceKnown };
+        if (handOff !== undefined && statement === undefined) return this.matchedAtIntake(sql, event, envelope, evaluated, known, now, handOff);
+        // PostgreSQL: in the statement that stores the batch, where it can be (IntakeStatement.matched).
+        const inStatement = handOff && (await statement?.matched(sql, event, envelope, evaluated, now, handOff));
+        if (inStatement) return inStatement;
+        // Handed over with the event (`evaluatedAt`): the loop commits this evaluation. Of two events with one id in a
+        // commit the first is the one stored; the second, a duplicate, must not put its evaluation in the first's place.
+        if (!this.evaluatedAtIntake.has(event.event_id)) this.evaluatedAtIntake.set(event.event_id, evaluated);
+        return undefined;
       }
       const snapshot = resourceSnapshotText(key, resource);
       return {
@@ -282,6 +289,14 @@ export class EventProcessor {
         return runs;
       },
     };
+  }
+
+  /** PostgreSQL: what an event stored decided made (MadeAtIntake.madeBy), counted as `record` counts it on SQLite. */
+  private countMade(eventId: string, runs: CreatedRun[]): CreatedRun[] {
+    if (runs.length === 0) return runs;
+    for (const { execution } of runs) this.metrics.ruleMatched(execution.ruleId, 'matched');
+    this.processedAtIntake.add(eventId);
+    return runs;
   }
 
   /**

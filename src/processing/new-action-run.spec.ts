@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { actionRunId } from './new-action-run.js';
+import { actionRunId, withSeq } from './new-action-run.js';
 
 describe('actionRunId', () => {
   const event = { seq: 41, id: 'evt_1' };
@@ -32,5 +32,11 @@ describe('actionRunId', () => {
     const ids = seqs.map((seq, i) => actionRunId({ seq, id: `evt_${seqs.length - i}` }, 'z', 9 - i));
     expect([...ids].sort()).toEqual(ids);
     expect(actionRunId({ seq: 0x123456789abc, id: 'evt_1' }, 'rule', 0).slice(0, 13)).toBe('12345678-9abc');
+  });
+
+  it('is made before its event has a seq and given it after (withSeq), the same id as made with it', () => {
+    for (const seq of [1, 41, 0xffff, 0x10000, 2 ** 31 - 1, 0x123456789abc]) {
+      expect(withSeq(actionRunId({ seq: 0, id: 'evt_1' }, 'rule', 2, 3), seq)).toBe(actionRunId({ seq, id: 'evt_1' }, 'rule', 2, 3));
+    }
   });
 });

@@ -25,6 +25,24 @@ describe('events parked behind creates in flight', () => {
     expect(parked.all).toEqual([a]);
   });
 
+  it('says whether an event of a scope is parked, for as long as one is', () => {
+    const parked = new ParkedEvents(250);
+    const inA = { kind: 'task', parent: 'project:A' };
+    const [a, c] = [event(1, true), event(3, true)];
+    expect(parked.holds(inA)).toBe(false);
+    parked.park([a, c, event(2, false)]);
+    expect({ a: parked.holds(inA), b: parked.holds({ kind: 'task', parent: 'project:B' }), none: parked.holds({ kind: 'task', parent: null }) })
+      .toEqual({ a: true, b: false, none: false });
+    parked.unpark([a]);
+    parked.unpark([a]);
+    expect(parked.holds(inA)).toBe(true);
+    parked.unpark([c]);
+    expect(parked.holds(inA)).toBe(false);
+    parked.park([event(4, true)]);
+    parked.clear();
+    expect(parked.holds(inA)).toBe(false);
+  });
+
   it('asks for a look no more often than it is told to, and only while some are parked', () => {
     const parked = new ParkedEvents(250);
     expect(parked.dueForALook(1_000)).toBe(false);

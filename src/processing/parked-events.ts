@@ -9,6 +9,7 @@
  *
  * An event is handed on once: whoever takes it out of here (`unpark`) first.
  */
+import type { CausalScope } from '../causal-scope.js';
 import type { HeldBehind } from '../intake/event-writer.js';
 import type { ClaimedEvent } from './work.js';
 
@@ -16,6 +17,8 @@ export type ParkedEvent = ClaimedEvent & { held: HeldBehind };
 
 export class ParkedEvents {
   private readonly events: ParkedEvent[] = [];
+  /** How many are parked in each scope (scopeKey). */
+  private readonly inScope = new Map<string, number>();
   private lookedAt = 0;
 
   constructor(private readonly everyMs: number) {}
@@ -34,7 +37,10 @@ export class ParkedEvents {
     const ready: ClaimedEvent[] = [];
     for (const event of leased) {
       if (event.held === undefined) ready.push(event);
-      else this.events.push(event as ParkedEvent);
+      else {
+        this.events.push(event as ParkedEvent);
+        this.count(event.held.scope, 1);
+      }
     }
     return ready;
   }
@@ -44,8 +50,10 @@ export class ParkedEvents {
     return events.filter((event) => {
       if (event.held === undefined) return true;
       const at = this.events.indexOf(event as ParkedEvent);
-      if (at >= 0) this.events.splice(at, 1);
-      return at >= 0;
+      if (at < 0) return false;
+      this.events.splice(at, 1);
+      this.count(event.held.scope, -1);
+      return true;
     });
   }
 
@@ -59,5 +67,23 @@ export class ParkedEvents {
   /** Forgets them all: their leases are given back (a storage fault), and a claim takes them again. */
   clear(): void {
     this.events.splice(0);
+    this.inScope.clear();
+  }
+
+  /**
+   * Whether an event of `scope` is parked: a create in flight holds that scope, and a new event in it will likely be
+   * held too (intake on PostgreSQL then leaves its executions to the event loop: EventProcessor.deciderAtIntake).
+   */
+  holds(scope: CausalScope): boolean {
+    return this.inScope.has(scopeKey(scope));
+  }
+
+  private count(scope: CausalScope, by: 1 | -1): void {
+    const key = scopeKey(scope);
+    const n = (this.inScope.get(key) ?? 0) + by;
+    if (n > 0) this.inScope.set(key, n);
+    else this.inScope.delete(key);
   }
 }
+
+const scopeKey = ({ kind, parent }: CausalScope) => `${kind}\u0000${parent ?? ''}`;

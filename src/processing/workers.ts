@@ -133,15 +133,15 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     this.maxInFlight = Math.max(4, Math.min(MAX_IN_FLIGHT, Math.ceil(config.rateLimitPerMinute / 60)));
   }
 
-  /** What intake's commits hand over: the events they lease, and (SQLite) those they decide with their first runs. */
+  /** What intake's commits hand over: the events they lease, and those they decide with their first runs. */
   private takeFromIntake(writer: EventWriter): void {
     writer.handOffTo<CreatedRun>({
       lease: () => (this.running ? this.queue.freshLease(HANDED_MAX - this.handed.length - this.parked.size) : undefined),
-      // An event that only needs its evaluation is decided in the commit that stores it (no lookups there). On SQLite
-      // that commit also writes the executions of the rules that matched it and their first runs, handed to the action
-      // loop; on PostgreSQL, where the batch is one statement, only an event no rule matches is stored decided, and a
-      // matched one is handed over with its evaluation.
-      decider: (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.db.kind === 'sqlite' ? this.intakeHandOff() : undefined),
+      // An event that only needs its evaluation is decided in the commit that stores it (no lookups there), with the
+      // executions of the rules that matched it and their first runs, handed to the action loop (on PostgreSQL, whose
+      // statement reads nothing first, not where a rule throttles or debounces, nor where events of the same scope are
+      // parked behind creates in flight: those go with their evaluation).
+      decider: (sql, events, now) => this.processor.deciderAtIntake(sql, events, now, this.intakeHandOff(), (scope) => this.parked.holds(scope)),
       // New events not leased for want of room go to a claim; the others not leased wait for whatever holds them
       // (an earlier event about their resource, a create in flight), whose commit lets them go.
       take: (leased, complete, decided, made) => {
