@@ -465,25 +465,44 @@ describe.each(kinds)('events a rule matches, decided in the commit that stores t
     expect(made.map(({ execution }) => execution.eventId)).toEqual(['release-in-b']);
   });
 
-  it('decides an event whose first action changes a resource on SQLite, with its provenance; on PostgreSQL hands it over with its evaluation', async () => {
-    // Not run dry (a dry run records no provenance); the service is never called here.
+  /** As intake stores a webhook: with its parse (the first request is rendered from it). */
+  const storeParsed = (events: EventEnvelope[]) => Promise.all(events.map((event) => core.writer.write({
+    eventId: event.id, type: event.type, resourceKey: taskKeyOf(event), source: 'webhook', payload: JSON.stringify(event), envelope: event,
+  })));
+  /** Not run dry (a dry run records no provenance); the service is never called here. */
+  const changing = async (params: Record<string, string>) => {
     await core.close();
     await open({ serviceUrl: 'http://127.0.0.1:9/v1' });
-    core.useRules(aRule({ ...releasesOnly.definition, actions: [{ type: 'task.update', params: { id: '{{ event.data.task.id }}', status: 'done' } }] }));
-    const event = release({ id: 'tsk_changed' });
-    // With intake's parse of it, as intake hands it over (the loop renders the first request from it).
-    await core.writer.write({ eventId: event.id, type: event.type, resourceKey: taskKeyOf(event), source: 'webhook', payload: JSON.stringify(event), envelope: event });
+    core.useRules(aRule({ ...releasesOnly.definition, actions: [{ type: 'task.update', params: { status: 'done', ...params } }] }));
+  };
+  const provenanceOf = (resourceKey: string) => core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey });
 
-    // The statement that stores a batch on PostgreSQL writes no provenance: the loop's commit does.
-    expect(decided.map((e) => e.event_id)).toEqual(onPostgres ? [] : [event.id]);
-    if (onPostgres) {
-      expect(handed.map((e) => core.processor.evaluatedAt(e).evaluated?.verdict.status)).toEqual(['processed']);
-      await core.processor.commitAll([await core.processor.prepare(handed[0])], core.queue.owner);
-    }
+  it('decides an event whose first action changes a resource, and records that resource\'s provenance by its run', async () => {
+    await changing({ id: '{{ event.data.task.id }}' });
+    const event = release({ id: 'tsk_changed' });
+    await storeParsed([event]);
+
+    expect(decided.map((e) => e.event_id)).toEqual([event.id]);
     const [execution] = await core.executions(event.id);
     const [run] = await core.runs(execution.id);
-    const provenance = await core.db.manager.findOneByOrFail(ResourceProvenanceEntity, { resourceKey: 'task:tsk_changed' });
-    expect({ type: run.type, by: provenance.actionRunId, rule: provenance.ruleId }).toEqual({ type: 'task.update', by: run.id, rule: 'releases-only' });
+    const provenance = await provenanceOf('task:tsk_changed');
+    expect({ type: run.type, by: provenance.actionRunId, rule: provenance.ruleId, depth: provenance.depth }).toEqual({ type: 'task.update', by: run.id, rule: 'releases-only', depth: 0 });
+  });
+
+  it('decides only the first of two events of a commit whose first actions change one resource: the other goes to the loop on PostgreSQL', async () => {
+    await changing({ id: 'tsk_shared' });
+    const [first, second] = [release({ id: 'tsk_a' }), release({ id: 'tsk_b' })];
+    await storeParsed([first, second]);
+
+    // PostgreSQL's statement writes one provenance a resource; SQLite's commit writes each event's in turn.
+    expect(decided.map((e) => e.event_id)).toEqual(onPostgres ? [first.id] : [first.id, second.id]);
+    const runOf = async (event: EventEnvelope) => (await core.runs((await core.executions(event.id))[0].id))[0];
+    if (onPostgres) {
+      expect(handed.map((e) => e.event_id)).toEqual([second.id]);
+      expect((await provenanceOf('task:tsk_shared')).actionRunId).toBe((await runOf(first)).id);
+      await core.processor.commitAll([await core.processor.prepare(core.processor.evaluatedAt(handed[0]))], core.queue.owner);
+    }
+    expect((await provenanceOf('task:tsk_shared')).actionRunId).toBe((await runOf(second)).id);
   });
 
   it('leaves to the event loop an event a debounced rule matched on PostgreSQL, whose commit reads what came before', async () => {

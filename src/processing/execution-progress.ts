@@ -52,7 +52,7 @@ const RECORD_OUTCOME = `
   UPDATE action_runs SET status = ?, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, updated_at = ?, request = COALESCE(?, request),
                          response_status = ?, response = ?, error_code = ?, error_message = ?
   WHERE id = ? AND lease_owner = ? AND status = 'running'`;
-const SAVE_PROVENANCE = `
+export const SAVE_PROVENANCE = `
   INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
   VALUES (?, COALESCE(?, (SELECT depth FROM events WHERE seq = ?), 0), ?, ?, ?)
   ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,

@@ -7,8 +7,9 @@
  * the events it stores decided, with the seq it gives each (`MADE_SQL`), and `madeBy` puts that seq into what they
  * made once it has answered. The same statement, not one more after it: intake's commit waiting for the events' seqs
  * before writing their rows cost a round trip a commit, 0.78–0.82× the events a second side by side (session 74).
- * Whatever else a commit would write for an event (the provenance of a resource its first action changes, a debounce's
- * or a cancel's reads and updates) has no place there: `make` refuses it, and the event loop commits that event.
+ * The provenance of a resource a first action changes is written there too, with the run's id. Whatever else a commit
+ * would write for an event (a debounce's or a cancel's reads and updates) has no place there: `make` refuses it, and
+ * the event loop commits that event.
  */
 import { scopeOfEvent, type CausalScope } from '../causal-scope.js';
 import { isoOf } from '../clock.js';
@@ -16,6 +17,7 @@ import type { Statements } from '../database/statements.js';
 import type { EventEnvelope } from '../intake/envelope.js';
 import type { DecidedEvent, FreshEvent } from '../intake/event-writer.js';
 import { EXECUTION_COLUMNS, INSERT_EXECUTION, SAVE_SNAPSHOT, type EventCommit } from './event-commit.js';
+import { SAVE_PROVENANCE } from './execution-progress.js';
 import { FIRST_RUN_COLUMNS, FIRST_RUN_TYPES, INSERT_FIRST_RUN } from './first-entry.js';
 import { withSeq } from './new-action-run.js';
 import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, VerdictMatch } from './work.js';
@@ -34,13 +36,18 @@ const unnestAs = (alias: string, columns: readonly string[], types: readonly str
 /** The run's id as actionRunId writes it: the seq in 12 hex digits, then what the run's own hash made (`id_rest`). */
 const HEX_SEQ = "lpad(to_hex(s.seq), 12, '0')";
 
+/** What the provenance of a resource changed by a first run is written with, but the run's id (SAVE_PROVENANCE's). */
+const PROVENANCE_FIELDS = ['resource_key', 'depth', 'rule_id', 'changed_at'];
+
 /**
  * Definitions for the WITH of intake's statement (after its `stored`: seq, event_id, finished): the executions and
- * first runs of the events it stored decided, with their seqs; those of an event it did not (held behind a create in
- * flight, its evaluation's assumption not so, a duplicate) are not written. Placeholders: the executions' columns but
- * event_seq, then the runs' event_id and id_rest and their columns but id and event_seq (made-at-intake's `params`).
+ * first runs of the events it stored decided, with their seqs (and in MADE_WITH_PROVENANCE_SQL the provenance of the
+ * resources those runs change); those of an event it did not store decided (held behind a create in flight, its
+ * evaluation's assumption not so, a duplicate) are not written. Placeholders: the executions' columns but event_seq;
+ * the runs' event_id and id_rest and their columns but id and event_seq; the provenance's event_id and id_rest and
+ * PROVENANCE_FIELDS (`written`).
  */
-export const MADE_SQL = `
+const MADE_SQL = `
   executions_made AS (
     INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')})
     SELECT ${EXECUTION_COLUMNS.map((column) => (column === 'event_seq' ? 's.seq' : `x.${column}`)).join(', ')}
@@ -53,6 +60,16 @@ export const MADE_SQL = `
     FROM ${unnestAs('r', ['event_id', 'id_rest', ...RUN_FIELDS], ['text', 'text', ...RUN_FIELD_TYPES])}
     JOIN stored s ON s.event_id = r.event_id AND s.finished)`;
 
+/** MADE_SQL with the provenance of the resources the runs change (a statement of its own: most commits have none). */
+const MADE_WITH_PROVENANCE_SQL = `${MADE_SQL},
+  provenance_made AS (
+    INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
+    SELECT p.resource_key, p.depth, left(${HEX_SEQ}, 8) || '-' || right(${HEX_SEQ}, 4) || p.id_rest, p.rule_id, p.changed_at
+    FROM ${unnestAs('p', ['event_id', 'id_rest', ...PROVENANCE_FIELDS], ['text', 'text', 'text', 'int', 'text', 'text'])}
+    JOIN stored s ON s.event_id = p.event_id AND s.finished
+    ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
+                                             rule_id = excluded.rule_id, changed_at = excluded.changed_at)`;
+
 /** What follows the seq in a run's id (actionRunId). */
 const idRest = (runId: string) => runId.slice(withSeq('', 0).length);
 
@@ -63,6 +80,8 @@ class NotMadeHere extends Error {}
 class EventRows implements Statements {
   readonly executions: unknown[][] = [];
   readonly runs: unknown[][] = [];
+  /** By resource: of two runs of the event changing one resource, the last one's change is its provenance. */
+  readonly provenance = new Map<string, unknown[]>();
   snapshot: string | undefined;
 
   constructor(private readonly eventId: string) {}
@@ -71,6 +90,7 @@ class EventRows implements Statements {
     if (sql === INSERT_EXECUTION) this.executions.push(params.filter((_value, i) => i !== EXECUTION_SEQ));
     else if (sql === INSERT_FIRST_RUN) this.runs.push([this.eventId, idRest(String(params[RUN_ID])), ...params.filter((_value, i) => i !== RUN_ID && i !== RUN_EVENT_SEQ)]);
     else if (sql === SAVE_SNAPSHOT) this.snapshot = params[1] as string;
+    else if (sql === SAVE_PROVENANCE && params[1] !== null) this.provenance.set(String(params[0]), [this.eventId, idRest(String(params[3])), params[0], params[1], params[4], params[5]]);
     else throw new NotMadeHere();
     return Promise.resolve(1);
   }
@@ -95,15 +115,21 @@ class EventRows implements Statements {
 /** What one intake commit's decided events made, kept for its statement (`params`) and, once it has answered, `madeBy`. */
 export class MadeAtIntake {
   private readonly byEvent = new Map<string, { rows: EventRows; runs: CreatedRun[] }>();
+  /** The resources the kept events' first runs change. */
+  private readonly changed = new Set<string>();
 
   /**
    * The rows `write` makes for an event (with NO_SEQ where its seq goes), kept for the statement, and the resource's
-   * snapshot it saves; undefined when it writes anything else (NotMadeHere): then nothing of it is kept.
+   * snapshot it saves; undefined when it writes anything else (NotMadeHere), or changes a resource an event kept
+   * before it changes too (the statement writes one provenance a resource, and that event may not be stored decided):
+   * then nothing of it is kept.
    */
   async make(eventId: string, write: (sql: Statements) => Promise<{ runs: CreatedRun[] }>): Promise<{ snapshot: string | undefined } | undefined> {
     const rows = new EventRows(eventId);
     try {
       const { runs } = await write(rows);
+      if ([...rows.provenance.keys()].some((key) => this.changed.has(key))) return undefined;
+      for (const key of rows.provenance.keys()) this.changed.add(key);
       this.byEvent.set(eventId, { rows, runs });
       return { snapshot: rows.snapshot };
     } catch (error) {
@@ -112,16 +138,18 @@ export class MadeAtIntake {
     }
   }
 
-  /** MADE_SQL with its placeholders' values (the kept rows as columns); undefined when nothing was kept. */
+  /** The statement's definitions with their placeholders' values (the kept rows as columns); undefined when nothing was kept. */
   written(): { sql: string; params: unknown[] } | undefined {
-    return this.byEvent.size === 0 ? undefined : { sql: MADE_SQL, params: this.params() };
-  }
-
-  private params(): unknown[] {
-    const executions = [...this.byEvent.values()].flatMap((made) => made.rows.executions);
-    const runs = [...this.byEvent.values()].flatMap((made) => made.rows.runs);
+    if (this.byEvent.size === 0) return undefined;
+    const made = [...this.byEvent.values()];
+    const executions = made.flatMap(({ rows }) => rows.executions);
+    const runs = made.flatMap(({ rows }) => rows.runs);
+    // One row a resource (an ON CONFLICT statement may not change a row twice): no two events kept change one (`make`).
+    const provenance = made.flatMap(({ rows }) => [...rows.provenance.values()]);
     const columns = (rows: unknown[][], count: number) => Array.from({ length: count }, (_c, i) => rows.map((row) => row[i] ?? null));
-    return [...columns(executions, EXECUTION_FIELDS.length), ...columns(runs, RUN_FIELDS.length + 2)];
+    const params = [...columns(executions, EXECUTION_FIELDS.length), ...columns(runs, RUN_FIELDS.length + 2)];
+    if (provenance.length === 0) return { sql: MADE_SQL, params };
+    return { sql: MADE_WITH_PROVENANCE_SQL, params: [...params, ...columns(provenance, PROVENANCE_FIELDS.length + 2)] };
   }
 
   /** What the event made, its seq (stored with `seq`) put where NO_SEQ was: in its runs' ids and rows, and their executions. */
