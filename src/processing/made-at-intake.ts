@@ -112,7 +112,7 @@ class EventRows implements Statements {
   }
 }
 
-/** What one intake commit's decided events made, kept for its statement (`params`) and, once it has answered, `madeBy`. */
+/** What one intake commit's decided events made, kept for its statement (`written`) and, once it has answered, `madeBy`. */
 export class MadeAtIntake {
   private readonly byEvent = new Map<string, { rows: EventRows; runs: CreatedRun[] }>();
   /** The resources the kept events' first runs change. */
