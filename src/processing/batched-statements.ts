@@ -61,9 +61,9 @@ export class BatchedStatements implements Statements {
   }
 }
 
-/** `unnest(?::t1[], ?::t2[], …) AS t(c1, c2, …)` for an INSERT … SELECT. */
-export function unnestOf(columns: readonly string[], types: readonly string[]): string {
-  return `unnest(${types.map((type) => `?::${type}[]`).join(', ')}) AS t(${columns.join(', ')})`;
+/** `unnest(?::t1[], ?::t2[], …) AS t(c1, c2, …)` for an INSERT … SELECT (`alias` instead of `t` when given). */
+export function unnestOf(columns: readonly string[], types: readonly string[], alias = 't'): string {
+  return `unnest(${types.map((type) => `?::${type}[]`).join(', ')}) AS ${alias}(${columns.join(', ')})`;
 }
 
 /**

@@ -19,7 +19,8 @@ import type { DecidedEvent, FreshEvent } from '../intake/event-writer.js';
 import { EXECUTION_COLUMNS, INSERT_EXECUTION, SAVE_SNAPSHOT, type EventCommit } from './event-commit.js';
 import { SAVE_PROVENANCE } from './execution-progress.js';
 import { FIRST_RUN_COLUMNS, FIRST_RUN_TYPES, INSERT_FIRST_RUN } from './first-entry.js';
-import { withSeq } from './new-action-run.js';
+import { unnestOf } from './batched-statements.js';
+import { afterSeq, withSeq } from './new-action-run.js';
 import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, VerdictMatch } from './work.js';
 
 /** The seq an event's rows are made with before it has one. */
@@ -31,10 +32,9 @@ const RUN_ID = FIRST_RUN_COLUMNS.indexOf('id');
 const RUN_EVENT_SEQ = FIRST_RUN_COLUMNS.indexOf('event_seq');
 const RUN_FIELDS = FIRST_RUN_COLUMNS.filter((_column, i) => i !== RUN_ID && i !== RUN_EVENT_SEQ);
 const RUN_FIELD_TYPES = FIRST_RUN_TYPES.filter((_type, i) => i !== RUN_ID && i !== RUN_EVENT_SEQ);
-const unnestAs = (alias: string, columns: readonly string[], types: readonly string[]) =>
-  `unnest(${types.map((type) => `?::${type}[]`).join(', ')}) AS ${alias}(${columns.join(', ')})`;
-/** The run's id as actionRunId writes it: the seq in 12 hex digits, then what the run's own hash made (`id_rest`). */
 const HEX_SEQ = "lpad(to_hex(s.seq), 12, '0')";
+/** A run's id as actionRunId writes it: its event's seq (`s.seq`) in 12 hex digits, then `<row>.id_rest` (afterSeq). */
+const runIdSql = (row: string) => `left(${HEX_SEQ}, 8) || '-' || right(${HEX_SEQ}, 4) || ${row}.id_rest`;
 
 /** What the provenance of a resource changed by a first run is written with, but the run's id (SAVE_PROVENANCE's). */
 const PROVENANCE_FIELDS = ['resource_key', 'depth', 'rule_id', 'changed_at'];
@@ -51,27 +51,23 @@ const MADE_SQL = `
   executions_made AS (
     INSERT INTO executions (${EXECUTION_COLUMNS.join(', ')})
     SELECT ${EXECUTION_COLUMNS.map((column) => (column === 'event_seq' ? 's.seq' : `x.${column}`)).join(', ')}
-    FROM ${unnestAs('x', EXECUTION_FIELDS, EXECUTION_FIELDS.map(() => 'text'))}
+    FROM ${unnestOf(EXECUTION_FIELDS, EXECUTION_FIELDS.map(() => 'text'), 'x')}
     JOIN stored s ON s.event_id = x.event_id AND s.finished),
   runs_made AS (
     INSERT INTO action_runs (${FIRST_RUN_COLUMNS.join(', ')})
-    SELECT left(${HEX_SEQ}, 8) || '-' || right(${HEX_SEQ}, 4) || r.id_rest, ${RUN_FIELDS.slice(0, 1).map((c) => `r.${c}`).join(', ')}, s.seq,
-           ${RUN_FIELDS.slice(1).map((c) => `r.${c}`).join(', ')}
-    FROM ${unnestAs('r', ['event_id', 'id_rest', ...RUN_FIELDS], ['text', 'text', ...RUN_FIELD_TYPES])}
+    SELECT ${FIRST_RUN_COLUMNS.map((column) => (column === 'id' ? runIdSql('r') : column === 'event_seq' ? 's.seq' : `r.${column}`)).join(', ')}
+    FROM ${unnestOf(['event_id', 'id_rest', ...RUN_FIELDS], ['text', 'text', ...RUN_FIELD_TYPES], 'r')}
     JOIN stored s ON s.event_id = r.event_id AND s.finished)`;
 
 /** MADE_SQL with the provenance of the resources the runs change (a statement of its own: most commits have none). */
 const MADE_WITH_PROVENANCE_SQL = `${MADE_SQL},
   provenance_made AS (
     INSERT INTO resource_provenance (resource_key, depth, action_run_id, rule_id, changed_at)
-    SELECT p.resource_key, p.depth, left(${HEX_SEQ}, 8) || '-' || right(${HEX_SEQ}, 4) || p.id_rest, p.rule_id, p.changed_at
-    FROM ${unnestAs('p', ['event_id', 'id_rest', ...PROVENANCE_FIELDS], ['text', 'text', 'text', 'int', 'text', 'text'])}
+    SELECT p.resource_key, p.depth, ${runIdSql('p')}, p.rule_id, p.changed_at
+    FROM ${unnestOf(['event_id', 'id_rest', ...PROVENANCE_FIELDS], ['text', 'text', 'text', 'int', 'text', 'text'], 'p')}
     JOIN stored s ON s.event_id = p.event_id AND s.finished
     ON CONFLICT (resource_key) DO UPDATE SET depth = excluded.depth, action_run_id = excluded.action_run_id,
                                              rule_id = excluded.rule_id, changed_at = excluded.changed_at)`;
-
-/** What follows the seq in a run's id (actionRunId). */
-const idRest = (runId: string) => runId.slice(withSeq('', 0).length);
 
 /** Something a commit would write for the event that the statement does not: the event loop commits it. */
 class NotMadeHere extends Error {}
@@ -88,9 +84,9 @@ class EventRows implements Statements {
 
   run(sql: string, params: readonly unknown[] = []): Promise<number> {
     if (sql === INSERT_EXECUTION) this.executions.push(params.filter((_value, i) => i !== EXECUTION_SEQ));
-    else if (sql === INSERT_FIRST_RUN) this.runs.push([this.eventId, idRest(String(params[RUN_ID])), ...params.filter((_value, i) => i !== RUN_ID && i !== RUN_EVENT_SEQ)]);
+    else if (sql === INSERT_FIRST_RUN) this.runs.push([this.eventId, afterSeq(String(params[RUN_ID])), ...params.filter((_value, i) => i !== RUN_ID && i !== RUN_EVENT_SEQ)]);
     else if (sql === SAVE_SNAPSHOT) this.snapshot = params[1] as string;
-    else if (sql === SAVE_PROVENANCE && params[1] !== null) this.provenance.set(String(params[0]), [this.eventId, idRest(String(params[3])), params[0], params[1], params[4], params[5]]);
+    else if (sql === SAVE_PROVENANCE && params[1] !== null) this.provenance.set(String(params[0]), [this.eventId, afterSeq(String(params[3])), params[0], params[1], params[4], params[5]]);
     else throw new NotMadeHere();
     return Promise.resolve(1);
   }

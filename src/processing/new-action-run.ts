@@ -39,7 +39,12 @@ export function actionRunId(event: RunEvent, ruleId: string, position: number, i
 
 /** The id of a run made before its event had a seq (made-at-intake.ts), with the event's seq in its first 48 bits. */
 export function withSeq(runId: string, seq: number): string {
-  return `${seqPart(seq)}${runId.slice(SEQ_PART_LENGTH)}`;
+  return `${seqPart(seq)}${afterSeq(runId)}`;
+}
+
+/** What follows the seq in a run's id: what the run's own hash made (made-at-intake.ts writes the seq before it in SQL). */
+export function afterSeq(runId: string): string {
+  return runId.slice(SEQ_PART_LENGTH);
 }
 
 
