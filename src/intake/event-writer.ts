@@ -105,7 +105,11 @@ export interface BatchDecider<Made = never> extends DeciderOfEach<Made> {
 export interface AssumingDecider<Made = never> extends DeciderOfEach<Made> {
   /** Whether the evaluation of the event about the resource read its snapshot (through `changes`): it assumed none. */
   readSnapshot(resourceKey: string): boolean;
-  /** The event was leased, but what its evaluation assumed was not so (readSnapshot), or it is held: its evaluation does not hold. */
+  /**
+   * The event was leased, but what its evaluation assumed was not so (readSnapshot): its evaluation does not hold. (An
+   * event leased held behind a create in flight whose evaluation's assumptions hold is not stale: its evaluation may
+   * yet hold when the creates end, and the commit that lets it go checks them again.)
+   */
   stale(eventId: string): void;
   /**
    * What the events decided so far made (their executions and first runs, with no seq yet), for the statement to
@@ -415,8 +419,8 @@ function assumed(row: Inserted, e: NewEvent | undefined, decider: AssumingDecide
 
 /**
  * PostgreSQL: the rows insertDecidingSql stored, as `stored` reads SQLite's: each stored decided with the event as
- * decided and what it made (AssumingDecider.madeBy); an evaluation the decider made of an event leased on another reading,
- * or held behind a create in flight, forgotten (AssumingDecider.stale).
+ * decided and what it made (AssumingDecider.madeBy); an evaluation the decider made of an event leased on another
+ * reading forgotten (AssumingDecider.stale).
  */
 function decidedRows(rows: Inserted[], events: NewEvent[], decider: AssumingDecider<unknown>): Inserted[] {
   const byId = new Map(events.map((e) => [e.eventId, e]));
@@ -425,7 +429,7 @@ function decidedRows(rows: Inserted[], events: NewEvent[], decider: AssumingDeci
     if (row.finished && e !== undefined) {
       row.decided = freshEvent(e);
       row.made = decider.madeBy(row.event_id, Number(row.seq));
-    } else if (row.leased && (row.held || !assumed(row, e, decider))) decider.stale(row.event_id);
+    } else if (row.leased && !assumed(row, e, decider)) decider.stale(row.event_id);
   }
   return rows;
 }

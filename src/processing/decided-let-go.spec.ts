@@ -9,10 +9,9 @@
  */
 import { Logger } from '@nestjs/common';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
-import { ActionRunEntity } from '../database/action-run.entity.js';
 import { statementsOf } from '../database/statements.js';
-import { writeUnseen } from '../../test/support/barrier.js';
-import { openCore, taskEvent, type Core } from '../../test/support/core.js';
+import { aCreateInFlight, writeUnseen } from '../../test/support/barrier.js';
+import { openCore, type Core } from '../../test/support/core.js';
 import { sqliteUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import type { Condition } from '../rules/rule.types.js';
@@ -60,14 +59,10 @@ describe('events decided in the commit of the outcomes that let them go (SQLite)
 
   /** A create in flight in prj_1 (as a run that sends it has its scope), and new tasks of prj_1 held behind it. */
   async function createInFlight(...tasks: Array<[string, string]>): Promise<ClaimedActionRun> {
-    await core.store(taskEvent('task.completed', { title: 'Done' }));
-    await core.processNext();
-    const [create] = await core.queue.claimActionRuns(10, 60_000);
-    await core.db.write((m) => m.update(ActionRunEntity, { id: create!.id }, { scopeKind: 'task', scopeParent: 'project:prj_1' }));
-    core.clock.advance(1);
+    const create = await aCreateInFlight(core);
     for (const [id, title] of tasks) await writeUnseen(core.writer, `evt_${id}`, `task:${id}`, { project_id: 'prj_1', title });
     expect(await core.queue.claimEvents(10)).toEqual([]);
-    return create!;
+    return create;
   }
 
   const succeeded = (claim: ClaimedActionRun): AttemptOutcome => ({

@@ -70,8 +70,8 @@ export const THROTTLE_COUNT = `
   WHERE rule_id = ? AND throttle_key = ? AND created_at > ? AND status <> 'throttled'`;
 
 /** FINISH_EVENT for a whole batch (PostgreSQL): the columns as arrays, the seqs of the events still leased to us back. */
-const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int', 'text'];
-const FINISH_MANY_COLUMNS = ['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq', 'owner'];
+export const FINISH_MANY_TYPES = ['text', 'int', 'bool', 'text', 'text', 'int', 'text', 'text', 'int', 'text'];
+export const FINISH_MANY_COLUMNS = ['status', 'depth', 'self_caused', 'error', 'processed_at', 'attempts', 'next_attempt_at', 'explanation', 'seq', 'owner'];
 // The seqs a second time, as `= ANY`: the planner then probes the primary key. Joined only through `t`, on the
 // statistics of a table seconds old, it ANDed a bitmap of every waiting event (idx_events_status_seq) into it.
 // The status `unindexed` (sql.ts), so that no index of events by status competes with the seqs; the guards against
@@ -339,12 +339,12 @@ export function executionId(now = Date.now()): string {
 }
 
 /** Executions of an event none of whose rules throttles. */
-function newExecutions(verdict: Verdict): NewExecution[] {
+export function newExecutions(verdict: Verdict): NewExecution[] {
   return verdict.matched.map((match) => ({ id: executionId(), match, throttled: false, snapshot: snapshotOf(match) }));
 }
 
 /** The event's columns as FINISH_EVENT sets them, in its order. */
-function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecution[], now: string): unknown[] {
+export function finishColumns({ claim, verdict }: PreparedEvent, executions: NewExecution[], now: string): unknown[] {
   const done = verdict.status !== 'received';
   return [
     verdict.status, verdict.position.depth, verdict.position.selfCaused, verdict.error ?? null, done ? now : null,

@@ -20,16 +20,18 @@ import { isObject, safeJsonParse } from '../json.js';
 import { Metrics } from '../observability/metrics.js';
 import { computeChanges, EventFacts, type Changes, type Lookups } from '../rules/facts.js';
 import { factsUsedBy } from '../rules/facts-used.js';
-import { evaluateEvent, type RuleOutcome } from '../rules/rule-evaluator.js';
+import { evaluateEvent } from '../rules/rule-evaluator.js';
+import { explanationOf, readsFacts, resourceOf } from './verdict-parts.js';
 import { RuleRegistry } from '../rules/rule-registry.service.js';
 import type { LoadedRule } from '../rules/rule.types.js';
 import { EventCommit, resourceSnapshotText } from './event-commit.js';
 import { IntakeStatement } from './made-at-intake.js';
+import { sendLetGo, type LetGoSent } from './let-go-statement.js';
 import { readKnownResources, type KnownResources } from './known-resources.js';
 import { NoLookups } from './no-lookups.js';
 import { chainPosition, isLoopBlocked, type ChainPosition } from './loop-guard.js';
 import { debounceKey, throttleKey } from './throttle.js';
-import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
+import type { ClaimedEvent, CreatedRun, EvaluatedAtIntake, HandOff, HeldEvaluation, PreparedEvent, RuleExplanation, Verdict, VerdictMatch } from './work.js';
 
 /** What a commit of outcomes decided of the events it let go (EventProcessor.decideLetGo), and what it left to the event loop. */
 export interface LetGoDecided {
@@ -47,6 +49,8 @@ export class EventProcessor {
   private readonly evaluatedAtIntake = new Map<string, EvaluatedAtIntake>();
   /** The events intake's last commit decided `processed` (a rule matched them), by id: the others it decided are `ignored`. */
   private readonly processedAtIntake = new Set<string>();
+  /** PostgreSQL: what intake's last commit evaluated of the events it likely leased held (ClaimedEvent.heldEvaluation), by id. */
+  private readonly heldAtIntake = new Map<string, HeldEvaluation>();
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -125,6 +129,7 @@ export class EventProcessor {
   async deciderAtIntake(sql: Statements, events: FreshEvent[], now: string, handOff?: HandOff, holds?: (scope: CausalScope) => boolean): Promise<Decider<CreatedRun> | undefined> {
     this.evaluatedAtIntake.clear();
     this.processedAtIntake.clear();
+    this.heldAtIntake.clear();
     try {
       // PostgreSQL reads nothing first (a round trip inside intake's transaction cost more than the decisions saved):
       // evaluated as if the resource had neither snapshot nor provenance, and stored decided only where the statement
@@ -136,7 +141,10 @@ export class EventProcessor {
         return {
           decide: (event) => this.decideAtIntake(sql, event, known, at, handOff, statement),
           readSnapshot: (resourceKey) => statement.readSnapshot.has(resourceKey),
-          stale: (eventId) => this.evaluatedAtIntake.delete(eventId),
+          stale: (eventId) => {
+            this.evaluatedAtIntake.delete(eventId);
+            this.heldAtIntake.delete(eventId);
+          },
           made: () => statement.made.written(),
           madeBy: (eventId, seq) => this.countMade(eventId, statement.made.madeBy(eventId, seq)),
         };
@@ -168,6 +176,7 @@ export class EventProcessor {
       const key = event.resource_key;
       if (key !== null && here.readSnapshot) statement?.readSnapshot.add(key);
       const committer = this.committer;
+      if (statement?.likelyHeld(key, envelope)) this.keepIfHeld(event.event_id, { verdict: { status: matched.length > 0 ? 'processed' : 'ignored', position, explanation, matched }, resource, resourceKnown, readSnapshot: here.readSnapshot });
       if (matched.length > 0) {
         const verdict: Verdict = { status: 'processed', position, explanation, matched };
         const evaluated = { verdict, resource, resourceKnown };
@@ -301,12 +310,33 @@ export class EventProcessor {
 
   /**
    * The evaluation intake's last commit made of an event it handed over (a rule matched it), once: the event loop
-   * commits it as its own (`prepare`). Asked after that commit, for the events it leased.
+   * commits it as its own (`prepare`). Asked after that commit, for the events it leased. On PostgreSQL, an event
+   * leased held behind a create in flight keeps its evaluation apart instead (`heldEvaluation`), for the commit that
+   * lets it go (`sendLetGo`).
    */
   evaluatedAt(event: ClaimedEvent): ClaimedEvent {
+    if (event.held !== undefined) {
+      const held = this.heldAtIntake.get(event.event_id);
+      if (held !== undefined) event.heldEvaluation = held;
+      return event;
+    }
     const evaluated = this.evaluatedAtIntake.get(event.event_id);
     if (evaluated !== undefined) event.evaluated = evaluated;
     return event;
+  }
+
+  /** Of two events with one id in a commit, the first is the one stored: a duplicate's evaluation is not kept in its place. */
+  private keepIfHeld(eventId: string, evaluation: HeldEvaluation): void {
+    if (!this.heldAtIntake.has(eventId)) this.heldAtIntake.set(eventId, evaluation);
+  }
+
+  /**
+   * PostgreSQL: the events an outcomes' commit let go, those intake evaluated decided by one statement at its end
+   * (let-go-statement.ts), their first runs leased to `handOff` as far as it has room; counted, once that commit is
+   * done, as the loop's commit counts its own.
+   */
+  sendLetGo(sql: Statements, claims: ClaimedEvent[], now: string, handOff: HandOff): Promise<LetGoSent> {
+    return sendLetGo(sql, { committer: this.committer, metrics: this.metrics }, claims, now, handOff);
   }
 
   /** Counts the events intake's commit decided, once it is done, as a commit of the event loop counts its own; how many. */
@@ -366,26 +396,4 @@ export class EventProcessor {
     const retryAt = isoIn(this.clock, backoffDelayMs(attempt, Math.random));
     return { status: 'received', position, explanation, matched: [], error, retryAt };
   }
-}
-
-/** A rule's outcome as the event's explanation stores it: the outcome's fields in their order, then the rule's id. */
-function explanationOf({ outcome, ruleId, ruleVersion, matched, conditions, error, rule }: RuleOutcome): RuleExplanation {
-  // An error sits after `conditions` and before `rule`, where the outcome had it.
-  if (error !== undefined) return { outcome, ruleId, ruleVersion, matched, conditions, error, rule: rule.id };
-  return { outcome, ruleId, ruleVersion, matched, conditions, rule: rule.id };
-}
-
-function resourceOf(envelope: EventEnvelope, resourceKey: string | null): Record<string, unknown> | undefined {
-  if (!resourceKey) return undefined;
-  const kind = resourceKey.slice(0, resourceKey.indexOf(':'));
-  return envelope.data?.[kind] as Record<string, unknown> | undefined;
-}
-
-const readsFactsCache = new WeakMap<LoadedRule, boolean>();
-
-/** Whether the rule's actions read `facts.<name>`: only then are the facts' values kept with its executions. */
-function readsFacts(rule: LoadedRule): boolean {
-  let reads = readsFactsCache.get(rule);
-  if (reads === undefined) readsFactsCache.set(rule, (reads = /\bfacts\b/.test(JSON.stringify(rule.definition.actions))));
-  return reads;
 }

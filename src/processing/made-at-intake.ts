@@ -200,14 +200,15 @@ export class IntakeStatement {
     };
   }
 
-  private likelyHeld(key: string | null, envelope: EventEnvelope): boolean {
+  /** Whether events of the event's scope are parked behind creates in flight: the statement will likely find it held too. */
+  likelyHeld(key: string | null, envelope: EventEnvelope): boolean {
     const scope = scopeOfEvent(key, envelope.data);
     return scope !== null && this.holds(scope);
   }
 }
 
 /** Whether a matched rule's execution counts or waits on those before it (a throttle, a debounce): decided in order, reading. */
-function countsWhatCameBefore({ rule }: VerdictMatch): boolean {
+export function countsWhatCameBefore({ rule }: VerdictMatch): boolean {
   const options = rule.definition.options;
   return Boolean(options?.throttle || options?.debounce);
 }

@@ -20,7 +20,16 @@ export interface ClaimedEvent extends LeasedEvent {
    * so that the loop commits it without evaluating the event again (EventProcessor.deciderAtIntake; in memory only).
    */
   evaluated?: EvaluatedAtIntake;
+  /**
+   * PostgreSQL: intake's evaluation of an event it leased held behind a create in flight, on what its statement found
+   * (no provenance for the resource, no snapshot where the evaluation read one: `readSnapshot`). The commit of the
+   * outcome that lets the event go stores it decided where that is still so (let-go-statement.ts); nothing else uses it.
+   */
+  heldEvaluation?: HeldEvaluation;
 }
+
+/** An evaluation at intake kept with an event held behind a create in flight (ClaimedEvent.heldEvaluation). */
+export type HeldEvaluation = EvaluatedAtIntake & { readSnapshot: boolean };
 
 /** What an evaluation in intake's commit found, for the commit of the event loop (PreparedEvent without the claim). */
 export type EvaluatedAtIntake = Pick<PreparedEvent, 'verdict' | 'resource' | 'resourceKnown'>;

@@ -35,7 +35,7 @@
  */
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { ActionRunner } from './action-runner.js';
-import { CLOCK, isoString, nowIso, type Clock } from '../clock.js';
+import { CLOCK, isoString, type Clock } from '../clock.js';
 import { ENGINE_CONFIG, type EngineConfig } from '../config/config.js';
 import { Database } from '../database/database.service.js';
 import { EventWriter } from '../intake/event-writer.js';
@@ -48,9 +48,9 @@ import { RunsAhead } from './runs-ahead.js';
 import { Backoff, Wakeable, yieldToIo } from './wakeable.js';
 import { WorkQueue } from './work-queue.js';
 import type { ClaimedActionRun, ClaimedEvent, CreatedRun, HandOff, LoadedExecution, PreparedEvent } from './work.js';
-import { statementsOf, type Statements } from '../database/statements.js';
-import type { HandedOver } from '../intake/event-writer.js';
+import { statementsOf } from '../database/statements.js';
 import { ParkedEvents } from './parked-events.js';
+import { OutcomesHandOff } from './outcomes-hand-off.js';
 import { LeasesBeingTaken } from './leases-being-taken.js';
 import { mapLimit } from './map-limit.js';
 import { guarded } from './catch-boundary.js';
@@ -112,8 +112,6 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** The event loop sleeps, waiting for work. */
   private eventLoopIdle = false;
   private readonly claims: EventClaims;
-  /** What the outcomes' commit under way decided of the events it let go (SQLite; one commit at a time). */
-  private letGo: { decided: ClaimedEvent[]; made: CreatedRun[] } | undefined;
 
   constructor(
     @Inject(ENGINE_CONFIG) private readonly config: EngineConfig,
@@ -157,54 +155,23 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     });
   }
 
-  /** What the commits of outcomes hand over: the events those let go (SQLite: those they could not decide). */
+  /** What the commits of outcomes hand over: the events those let go (outcomes-hand-off.ts). */
   private takeFromOutcomes(progress: ExecutionProgress): void {
-    progress.handOffTo<ClaimedEvent>({
-      lease: async (sql) => {
-        this.letGo = undefined;
-        // Only while the loop waits for work (events held behind runs in flight): a busy loop claims whole batches
-        // itself, and claims in every outcome commit beside it slowed the drain of a backlog of 200,000 events from
-        // 0.95-1.01x of an empty queue's to 0.68-0.82x.
-        // SQLite only: PostgreSQL records outcomes in many small commits, and a claim in each (planned and run by the
-        // server) tripled its transactions per event and cost a third of its events per CPU-second; there the loop
-        // claims after the runs end, as before.
-        if (!this.running) return { events: [], complete: false };
-        // The events held behind creates this commit may have ended go on first; they need no claim.
-        const free = this.parked.size > 0 ? await this.queue.goneOn(sql, this.parked.all) : [];
-        if (this.db.kind === 'postgres' || free.length > 0 || !this.eventLoopIdle || this.handed.length > 0) return this.decideLetGo(sql, { events: free, complete: false });
-        const events = await this.queue.claimEventsIn(sql, EVENT_BATCH);
-        return this.decideLetGo(sql, { events, complete: events.length < EVENT_BATCH });
-      },
-      take: (taken, complete, runs) => {
-        // SQLite: what it decided of them (decideLetGo) is not parked any longer, and their first runs start; once
-        // stopping, the runs it leased are left to the next start (releaseStaleLeases): stop waits for no new ones.
-        const { decided, made } = this.letGo ?? { decided: [], made: [] };
-        this.leasing.commitEnds('outcomes');
-        this.parked.unpark(decided);
-        if (decided.length > 0) this.replicas.countEvents(decided.length);
-        if (this.running) this.startCreated(made);
-        // A parked event the loop handed on meanwhile itself (after a commit of its own) is not handed on again.
-        const events = this.parked.unpark(taken);
-        this.handed.push(...events);
-        if (events.length > 0) this.handedArrival.nudge();
-        if (complete) for (const run of runs) this.claimedAfter.add(run);
-        // A decided event that left no run on its resource lets the next one about it go: a claim may find it.
-        if (events.length > 0 || !complete || !allHoldTheirResource(decided, made)) this.events.nudge();
-      },
-    });
-  }
-
-  /**
-   * SQLite: the events an outcomes' commit let go, decided in that commit (EventProcessor.decideLetGo), their first
-   * runs leased to the action loop as far as it has room (what it decided is kept for `take`, once the commit is done);
-   * what it could not decide goes to the event loop as before.
-   */
-  private async decideLetGo(sql: Statements, { events, complete }: HandedOver<ClaimedEvent>): Promise<HandedOver<ClaimedEvent>> {
-    if (events.length === 0 || this.db.kind === 'postgres') return { events, complete };
-    this.leasing.commitStarts('outcomes');
-    const { decided, rest, made } = await this.processor.decideLetGo(sql, events, nowIso(this.clock), this.handOff());
-    this.letGo = { decided, made };
-    return { events: rest, complete };
+    progress.handOffTo<ClaimedEvent>(
+      new OutcomesHandOff(this.db.kind, this.clock, this.queue, this.processor, {
+        running: () => this.running,
+        eventLoopIdle: () => this.eventLoopIdle,
+        parked: this.parked,
+        handed: this.handed,
+        leasing: this.leasing,
+        claimedAfter: this.claimedAfter,
+        handOff: () => this.handOff(),
+        startCreated: (made) => this.startCreated(made),
+        countEvents: (n) => this.replicas.countEvents(n),
+        handedArrived: () => this.handedArrival.nudge(),
+        nudgeEvents: () => this.events.nudge(),
+      }, EVENT_BATCH),
+    );
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -9,6 +9,8 @@ import type { Clock } from '../../src/clock.js';
 import { ActionRunEntity } from '../../src/database/action-run.entity.js';
 import type { Database } from '../../src/database/database.service.js';
 import type { EventWriter } from '../../src/intake/event-writer.js';
+import type { ClaimedActionRun } from '../../src/processing/work.js';
+import { taskEvent, type Core } from './core.js';
 
 /** A webhook about `resource` (`task:<id>`, with `fields` in `data.task`). */
 export async function writeUnseen(writer: EventWriter, eventId: string, resource: string, fields: Record<string, unknown> = {}): Promise<void> {
@@ -32,4 +34,18 @@ export async function writeCreatingRun(db: Database, clock: Clock, scope: Causal
     }),
   );
   return id;
+}
+
+/**
+ * A create in flight in project prj_1, as the engine makes one: a `task.completed` event processed under a rule that
+ * creates a task there (the caller's), its run claimed and given its scope as a run that sends it has it; the clock
+ * then moves on, so that new tasks of prj_1 stored next are held behind it.
+ */
+export async function aCreateInFlight(core: Core): Promise<ClaimedActionRun> {
+  await core.store(taskEvent('task.completed', { title: 'Done' }));
+  await core.processNext();
+  const [create] = await core.queue.claimActionRuns(10, 60_000);
+  await core.db.write((m) => m.update(ActionRunEntity, { id: create!.id }, { scopeKind: 'task', scopeParent: 'project:prj_1' }));
+  core.clock.advance(1);
+  return create!;
 }
