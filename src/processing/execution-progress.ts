@@ -62,11 +62,14 @@ export const SAVE_PROVENANCE = `
  * How the commit that records outcomes hands the events they let go to the
  * event loop (workers.ts): `lease` runs inside that commit and claims what the
  * loop has room for; `take` gets them once the commit is done, with the runs
- * whose outcomes it recorded. `complete`: the claim had room to spare, so
- * nothing else was claimable when the commit was made.
+ * whose outcomes it recorded. `complete`: nothing else the commit's runs let
+ * go waits for the event loop's claim (SQLite: the commit's claim had room to
+ * spare; PostgreSQL: what the hand-off asks, outcomes-hand-off.ts), so their
+ * ends need not wake it.
  */
 export interface UnblockedEventsHandOff<T> {
-  lease(sql: Statements): Promise<HandedOver<T>>;
+  /** `ended`: the runs whose outcomes the commit recorded. */
+  lease(sql: Statements, ended: ClaimedActionRun[]): Promise<HandedOver<T>>;
   take(events: T[], complete: boolean, runs: string[]): void;
 }
 
@@ -129,8 +132,9 @@ export class ExecutionProgress {
       recorded = [];
       for (const outcome of batch) recorded.push(await this.recordOne(sql, outcome));
     }
-    const runs = batch.filter((_outcome, i) => recorded[i]).map((o) => o.claim.id);
-    if (this.handOff && runs.length > 0) this.unblocked = { ...(await this.handOff.lease(sql)), runs };
+    const ended = batch.filter((_outcome, i) => recorded[i]).map((o) => o.claim);
+    const runs = ended.map((claim) => claim.id);
+    if (this.handOff && runs.length > 0) this.unblocked = { ...(await this.handOff.lease(sql, ended)), runs };
     return recorded;
   }
 

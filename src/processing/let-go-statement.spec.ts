@@ -13,11 +13,13 @@ import { Logger } from '@nestjs/common';
 import type { AttemptOutcome } from '../actions/attempt-outcome.js';
 import { ResourceSnapshotEntity } from '../database/resource-snapshot.entity.js';
 import { aCreateInFlight, writeUnseen } from '../../test/support/barrier.js';
-import { openCore, type Core } from '../../test/support/core.js';
+import { openCore, taskEvent, type Core } from '../../test/support/core.js';
 import { databasesUnderTest } from '../../test/support/databases.js';
 import { aRule } from '../../test/support/rule-factory.js';
 import { ExecutionProgress } from './execution-progress.js';
 import type { LetGoSent } from './let-go-statement.js';
+import { LeasesBeingTaken } from './leases-being-taken.js';
+import { OutcomesHandOff } from './outcomes-hand-off.js';
 import { ParkedEvents } from './parked-events.js';
 import type { ClaimedActionRun, ClaimedEvent } from './work.js';
 
@@ -175,5 +177,67 @@ describe.each(kinds)('events let go by an outcome, decided in its commit on $nam
     expect(text).toMatch(/events_processed_total\{[^}]*type="task.created"[^}]*status="processed"[^}]*\} 1/);
     expect(text).toMatch(/events_processed_total\{[^}]*type="task.created"[^}]*status="ignored"[^}]*\} 1/);
     expect(text).toMatch(/rule_matches_total\{[^}]*rule="fine"[^}]*\} 1\n/);
+  });
+});
+
+describe.each(kinds)('the event loop told after an outcome commit on $name', (kind) => {
+  let core: Core;
+  let nudged: number;
+  let claimedAfter: Set<string>;
+  let progress: ExecutionProgress;
+
+  beforeEach(async () => {
+    core = await openCore(kind);
+    core.useRules(aRule({ id: 'triggers', on: 'task.completed', actions: [{ type: 'workflow.trigger', params: { id: 'wf_1' } }] }));
+    nudged = 0;
+    claimedAfter = new Set();
+    const parked = new ParkedEvents(250);
+    progress = new ExecutionProgress(core.metrics, core.db);
+    // The workers as OutcomesHandOff sees them (workers.ts wires its own): what it hands over and whom it wakes.
+    progress.handOffTo(new OutcomesHandOff('postgres', core.clock, core.queue, core.processor, {
+      running: () => true, eventLoopIdle: () => true, parked, handed: [], leasing: new LeasesBeingTaken(core.clock), claimedAfter,
+      handOff: () => core.queue.handOff(60_000, 10), startCreated: () => undefined, countEvents: () => undefined,
+      handedArrived: () => undefined, nudgeEvents: () => nudged++,
+    }, 8));
+  });
+  afterEach(() => core.close());
+
+  /** The run of the event just processed about `task`, claimed, and its outcome recorded once `meanwhile` has run. */
+  async function runEnds(task: string, meanwhile: () => Promise<unknown> = async () => undefined): Promise<string> {
+    await core.store(taskEvent('task.completed', { id: task }));
+    await core.processNext();
+    const [run] = await core.queue.claimActionRuns(10, 60_000);
+    await meanwhile();
+    const outcome: AttemptOutcome = { status: 'succeeded', request: JSON.parse(run!.request!), responseStatus: 200, response: {}, seconds: 0.01 };
+    expect(await progress.record(run!, core.queue.owner, outcome, core.clock.now().toISOString())).toBe(true);
+    await Promise.resolve();
+    return run!.id;
+  }
+
+  it('wakes the loop when an event about a resource of a run the commit ended waits for a claim', async () => {
+    const run = await runEnds('tsk_x', () => core.store(taskEvent('task.completed', { id: 'tsk_x' })));
+
+    expect({ nudged, claimedAfter: [...claimedAfter] }).toEqual({ nudged: 1, claimedAfter: [run] });
+    expect((await core.queue.claimEvents(10)).map((e) => e.resource_key)).toEqual(['task:tsk_x']);
+  });
+
+  it('does not wake it when nothing waits about those resources, and the run\'s end wakes it no more', async () => {
+    const run = await runEnds('tsk_y', () => core.store(taskEvent('task.completed', { id: 'tsk_z' })));
+    await core.processNext();
+
+    expect({ nudged, claimedAfter: [...claimedAfter] }).toEqual({ nudged: 0, claimedAfter: [run] });
+  });
+
+  it('counts no event leased to another, nor one due later, as waiting for a claim', async () => {
+    /** An event about `task` stored meanwhile, then changed as `set` says. */
+    const storedWith = (task: string, set: string) => async () => {
+      const id = await core.store(taskEvent('task.completed', { id: task }));
+      await core.db.write((m) => m.query(`UPDATE events SET ${set} WHERE event_id = $1`, [id]));
+    };
+    await runEnds('tsk_w', storedWith('tsk_w', "next_attempt_at = '2999-01-01T00:00:00.000Z'"));
+    await runEnds('tsk_v', storedWith('tsk_v', "lease_owner = 'someone else', lease_until = '2999-01-01T00:00:00.000Z'"));
+    expect(nudged).toBe(0);
+    await runEnds('tsk_u', storedWith('tsk_u', "lease_owner = 'someone else', lease_until = '2000-01-01T00:00:00.000Z'"));
+    expect(nudged).toBe(1);
   });
 });

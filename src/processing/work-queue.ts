@@ -225,6 +225,14 @@ function skipLocked(kind: DatabaseKind): string {
 }
 
 /**
+ * PostgreSQL: whether an event about one of the resources (`?::text[]`) waits due and not leased (or under a lease
+ * run out; placeholders: now, now, now): what the runs an outcome commit ended may have let go (workers.ts). Through
+ * idx_events_waiting_resource, by key.
+ */
+const WAITING_ABOUT = `SELECT EXISTS (SELECT 1 FROM events w WHERE w.resource_key = ANY(?::text[]) AND ${waitingEvent('postgres', 'w.')}
+  AND w.next_attempt_at <= ? AND (w.lease_owner IS NULL OR w.lease_until < ?)) AS waiting`;
+
+/**
  * `IN (candidates)`; on PostgreSQL `= ANY(ARRAY(candidates))`, computed once
  * and probed through the primary key, so the rows are never found by walking
  * the primary key from its start to the last candidate (a merge join, which
@@ -419,6 +427,18 @@ export class WorkQueue {
       if (oldest === null || event.held.receivedAt < oldest) free.push(event);
     }
     return free;
+  }
+
+  /**
+   * PostgreSQL: whether an event about one of `resourceKeys` waits for a claim (WAITING_ABOUT), asked as the last
+   * statement of an outcome commit (Statements.queueRows: its answer comes with the COMMIT's), so that the event loop
+   * claims after that commit only when the runs it ended may have let such an event go.
+   */
+  waitingAbout(sql: Statements, resourceKeys: string[]): Promise<boolean> {
+    if (resourceKeys.length === 0) return Promise.resolve(false);
+    const now = nowIso(this.clock);
+    planOnceByKey(sql);
+    return sql.queueRows<{ waiting: boolean }>(WAITING_ABOUT, [resourceKeys, now, now]).then(([row]) => Boolean(row?.waiting));
   }
 
   /** The event claim's statement for `limit`, made once (see claimEventsSql). */
