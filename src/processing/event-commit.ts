@@ -45,7 +45,7 @@ export const SAVE_SNAPSHOT = `
  * it walked the partial index of every waiting unseen event (idx_events_waiting_scope), or the status index, and
  * filtered it by resource (young-statistics.spec.ts).
  */
-const unseenWaiting = (row = '') => `${unindexed(`${row}status`)} = 'received' AND NOT ${unindexed(`${row}seen_resource`, 'FALSE')}`;
+export const unseenWaiting = (row = '') => `${unindexed(`${row}status`)} = 'received' AND NOT ${unindexed(`${row}seen_resource`, 'FALSE')}`;
 const MARK_SEEN = `UPDATE events SET seen_resource = TRUE WHERE resource_key = ? AND ${unseenWaiting()}`;
 /**
  * MARK_SEEN for a batch's resources (PostgreSQL): one lookup by key for each (`OFFSET 0` keeps the lookup inside the
