@@ -150,7 +150,9 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
     const workers = this.workers;
     workers.parked.unpark(decided);
     if (decided.length > 0) workers.countEvents(decided.length);
-    if (workers.running()) workers.startCreated(made);
+    // Started even once stopping (the commit leased them to this process, and PostgreSQL has no start-up release of
+    // stale leases as SQLite has): stop waits for them as for any work in flight.
+    workers.startCreated(made);
     const undecided = new Set(sent);
     for (const event of decided) undecided.delete(event);
     const events = workers.parked.unpark([...undecided]);

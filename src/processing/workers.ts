@@ -203,7 +203,8 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
     this.events.nudge();
     this.actions.nudge();
     await Promise.allSettled(this.loops);
-    await Promise.allSettled([...this.inFlight]);
+    // Work in flight may start more as it ends (the first runs of the events an outcome commit decided on PostgreSQL).
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     await this.queue.releaseMine().catch(() => undefined);
   }
 
