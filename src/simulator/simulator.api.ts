@@ -60,6 +60,7 @@ export async function handleApi(core: SimulatorCore, req: IncomingMessage, res: 
     res.socket?.destroy();
     return;
   }
+  log.answeredAt = core.now().toISOString();
   send(res, outcome.answer, rateHeaders(rate));
   log.status = outcome.answer.status;
   log.errorCode = (outcome.answer.body as { error?: { code?: string } } | undefined)?.error?.code;

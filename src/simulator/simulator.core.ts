@@ -51,6 +51,8 @@ export interface RequestLogEntry {
   body?: unknown;
   /** Set once answered. */
   status?: number;
+  /** When the answer was sent (ISO-8601); absent while unanswered, and for a dropped request. */
+  answeredAt?: string;
   errorCode?: string;
   fault?: 'scripted' | 'random' | 'dropped' | 'delayed';
   replayed?: boolean;

@@ -62,6 +62,13 @@ describe(startSimulator.name, () => {
       expect(sim.requests[0]).toMatchObject({ method: 'GET', path: '/v1/users', hasAuthorization: true, keyMode: 'test' });
       expect(JSON.stringify(sim.requests)).not.toContain(KEY);
     });
+
+    it('logs when it answered, at or after the request came (one clock: the order two requests were served in)', async () => {
+      await call(sim, 'GET', '/users');
+      const [logged] = sim.requests;
+      expect(logged?.answeredAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(logged!.answeredAt! >= logged!.time).toBe(true);
+    });
   });
 
   describe('users', () => {
