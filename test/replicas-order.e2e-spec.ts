@@ -15,8 +15,8 @@
  * second check: its run carries the time intake read before the commit's
  * statement ran, and on a busy machine that statement may wait tens of
  * milliseconds (for a core, the connection, the earlier event's lock) before
- * its snapshot finds the earlier run finished and decides it. In CI one pair
- * in 400 showed a run "created" 24 ms before the earlier one's finish that way.
+ * its snapshot finds the earlier run finished and decides it. In one CI run
+ * one pair of 200 showed a run "created" 24 ms before the earlier one's finish.
  *
  * PostgreSQL only: SQLite is one process's file.
  */
