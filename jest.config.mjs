@@ -12,9 +12,9 @@ export default {
   testTimeout: 60_000,
   forceExit: true,
   // A worker ends its share of the suites holding 0.5-1.2 GB (jest keeps each ESM test file's modules), and its
-  // process takes 0.5-0.65 s to be gone once told to end (its memory freed): past jest's default of 500 ms, which then says
-  // a worker "failed to exit gracefully" though nothing in it was left open (measured in session 79; no handle, no
-  // timer left). A worker that does hang is still killed, 5 s after the run.
+  // process takes 0.5-0.65 s to be gone once told to end (its memory freed): past jest's default of 500 ms, which
+  // then says a worker "failed to exit gracefully" though nothing in it was left open (measured in session 79: no
+  // handle, no timer). A worker that does hang is still killed, 5 s after the run.
   workerGracefulExitTimeout: 5_000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'] },
