@@ -113,9 +113,21 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     // transactions took 3-9 % less time per event in six runs out of six
     // against 1,000 (docs/performance-log.md, session 29); intake and the
     // open loop's p99 did not change. A crash replays at most 12 MiB of log.
+    //
+    // The page cache is SQLite's own default, 2,000 KiB (about 480 pages),
+    // not the 16,000 better-sqlite3 compiles in. When an insert splits a
+    // b-tree page, SQLite may swap the new pages' numbers through a spare
+    // number far past the end of the file (balance_nonroot), and at the next
+    // COMMIT it then walks the whole cache to drop pages past the end
+    // (pcache1TruncateUnsafe): 131 µs each time with 16 MB, about one commit
+    // in six end to end, 1.5 % of the main thread; 10 µs with 2 MB. The hot
+    // path's pages fit either way (SQLite read about 0.03 pages an event from
+    // the file system with 2 MB). Side by side (npm run bench:pair, session
+    // 81): 0.959x the main thread's CPU an event end to end, intake the same.
     prepareDatabase: (db: { pragma(sql: string): unknown }) => {
       db.pragma('busy_timeout = 5000');
       db.pragma('temp_store = MEMORY');
+      db.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
       db.pragma(`wal_autocheckpoint = ${SQLITE_CHECKPOINT_PAGES}`);
     },
   };
@@ -123,6 +135,9 @@ export function dataSourceOptions(url: string): DataSourceOptions {
 
 /** SQLite copies its write-ahead log into the database file once the log holds this many pages (SQLite's own default: 1,000). */
 export const SQLITE_CHECKPOINT_PAGES = 3_000;
+
+/** SQLite's page cache, in KiB (SQLite's own default; better-sqlite3 compiles in 16,000): see prepareDatabase above. */
+export const SQLITE_CACHE_KIB = 2_000;
 
 /**
  * The folder of a SQLite file must be writable (its write-ahead log and index

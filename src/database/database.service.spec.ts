@@ -5,7 +5,7 @@ import { Logger } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { StorageUnavailableError } from '../errors.js';
 import { databasesUnderTest, postgresUrlForTests, withPostgresClient, type TestDatabase } from '../../test/support/databases.js';
-import { dataSourceOptions, SQLITE_CHECKPOINT_PAGES } from './data-source.js';
+import { dataSourceOptions, SQLITE_CACHE_KIB, SQLITE_CHECKPOINT_PAGES } from './data-source.js';
 import { Database } from './database.service.js';
 import { queryRows } from './sql.js';
 import { statementsOf } from './statements.js';
@@ -140,6 +140,16 @@ describe.each(kinds)(`${Database.name} on $name`, (kind) => {
         expect(await checkpointEvery()).toEqual([{ wal_autocheckpoint: SQLITE_CHECKPOINT_PAGES }]);
         await reopenSqlite(db.dataSource);
         expect(await checkpointEvery()).toEqual([{ wal_autocheckpoint: SQLITE_CHECKPOINT_PAGES }]);
+      });
+    });
+
+    describe('page cache', () => {
+      const cacheSize = () => queryRows<{ cache_size: number }>(db.manager, 'PRAGMA cache_size');
+
+      it(`is SQLite's own ${SQLITE_CACHE_KIB} KiB, not the 16,000 better-sqlite3 compiles in, also after the connection is reopened`, async () => {
+        expect(await cacheSize()).toEqual([{ cache_size: -SQLITE_CACHE_KIB }]);
+        await reopenSqlite(db.dataSource);
+        expect(await cacheSize()).toEqual([{ cache_size: -SQLITE_CACHE_KIB }]);
       });
     });
   }
