@@ -18,16 +18,17 @@ const followUp = {
 };
 
 /**
- * The most requests the service was answering at one moment (each from its arrival for its duration), each counted
- * `trimMs` less at both ends. The log has whole milliseconds (the arrival truncated, the duration rounded), so a
- * slot's next request, sent within a millisecond of the answer to its last, may look as if it overlapped it.
+ * The most requests the service was answering at one moment (each from when it was logged until it was answered),
+ * each counted `trimMs` less at both ends. Both ends are the simulator's clock in whole milliseconds, truncated alike.
+ * (Not the time logged plus `durationMs`: that duration starts before the body is read and the time after, so on a
+ * busy machine an answer's end came out a few milliseconds late and overlapped the next request of its slot.)
  */
 function mostAtOnce(requests: RequestLogEntry[], trimMs = 0): number {
   const edges = requests.flatMap((r) => {
     const at = Date.parse(r.time);
     return [
       [at + trimMs, 1],
-      [at + (r.durationMs ?? 0) - trimMs, -1],
+      [Date.parse(r.answeredAt ?? r.time) - trimMs, -1],
     ];
   });
   // At one instant, an answer ends before an arrival begins.
