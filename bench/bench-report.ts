@@ -47,7 +47,7 @@ export function summaryLines(results: BenchResults, paint: { bold: Paint; yellow
   const load = `load average ${m.loadAverageAtStart.toFixed(2)} at the start, ${(m.loadAverageAtEnd ?? 0).toFixed(2)} at the end; disk sync ${sync(m.diskSyncAtStart)} and ${sync(m.diskSyncAtEnd)}`;
   const lines = [paint.bold(`results (${results.revision}; ${m.cpus} × ${m.cpuModel}, ${int(m.memoryMb)} MB, Node ${m.node}; ${describeLayout(layout)}; ${load}):`)];
   for (const warning of [loadWarning(m), diskWarning(m.diskSyncAtStart, m.diskSyncAtEnd), saturationWarning(results)]) if (warning) lines.push(paint.yellow(`note: ${warning}`));
-  lines.push(...closedLoopLines(results.closedLoop, results.options.durationS), ...openLoopLines(results.openLoop, results.options.drainLimitS), ...backlogLines(results.backlog), ...startupLines(results.startup));
+  lines.push(...closedLoopLines(results.closedLoop, results.options.durationS), ...openLoopLines(results.openLoop, results.options.drainLimitS, results.options.openDurationS), ...backlogLines(results.backlog), ...startupLines(results.startup));
   lines.push(...waitingLines(results.waiting));
   lines.push(...replicaLines(results.replicas ?? []));
   if (results.matching.length > 0) lines.push(matchingLine(results.matching));

@@ -149,15 +149,21 @@ const OPEN_LOOP_RATES: Record<OpenLoopFigures['rateFrom'], string> = {
   fixed: 'a fixed rate',
 };
 
-/** One table for each rate the open loops ran at. */
-export function openLoopLines(all: OpenLoopFigures[], drainLimitS: number): string[] {
-  return [...new Set(all.map((f) => f.rateFrom))].flatMap((from) => openLoopTable(all.filter((f) => f.rateFrom === from), drainLimitS));
+/**
+ * One table for each rate the open loops ran at, and for each length of time they sent for: the run's `openDurationS`
+ * unless the title says otherwise (bench-e2e.ts, SUSTAINED_OPEN_LOOP_S).
+ */
+export function openLoopLines(all: OpenLoopFigures[], drainLimitS: number, openDurationS: number): string[] {
+  const sentFor = (f: OpenLoopFigures) => f.seconds ?? openDurationS;
+  const groups = [...new Set(all.map((f) => `${f.rateFrom} ${sentFor(f)}`))];
+  return groups.flatMap((group) => openLoopTable(all.filter((f) => `${f.rateFrom} ${sentFor(f)}` === group), drainLimitS, openDurationS));
 }
 
-function openLoopTable(all: OpenLoopFigures[], drainLimitS: number): string[] {
+function openLoopTable(all: OpenLoopFigures[], drainLimitS: number, openDurationS: number): string[] {
   if (all.length === 0) return [];
   const first = all[0];
-  const rate = `${OPEN_LOOP_RATES[first.rateFrom]}, ${int(first.ratePerSecond)} events/s`;
+  const longer = first.seconds !== undefined && first.seconds !== openDurationS ? `, sent for ${first.seconds} s instead of ${openDurationS}` : '';
+  const rate = `${OPEN_LOOP_RATES[first.rateFrom]}, ${int(first.ratePerSecond)} events/s${longer}`;
   const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS', 'bench CPU', 'machine busy'];
   const rows = all.map((f) => [
     systemLabel(f.system), int(f.deliveredPerSecond), ms(f.latencyMs.p50), ms(f.latencyMs.p99), ms(f.latencyMs.max), ms(f.ackLatencyMs.p99),

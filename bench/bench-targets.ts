@@ -5,6 +5,7 @@
  * 2-core development machine; the table says when this run was not that.
  */
 import type { ClosedLoopFigures } from './bench-closed.js';
+import { SUSTAINED_OPEN_LOOP_S, type OpenLoopFigures } from './bench-e2e.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
 import { decimal, handledPerSecond, int, ms, ratio, referenceOf, seconds, startupSeconds } from './bench-tables.js';
 import { claimTime } from './bench-waiting.js';
@@ -60,15 +61,20 @@ function cpuEfficiency(f: ClosedLoopFigures): number {
  * sent at half that rate" reads two ways: half the reference's rate, or half the 0.5 × reference the engine should
  * sustain; both are judged (README, Performance: Targets).
  */
-function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of the reference'): Check {
-  const f = r.openLoop.find((o) => o.system === 'sqlite' && (o.rateFrom === from || (from === 'half the reference' && o.rateFrom === 'fixed')));
+function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of the reference', sustained = false): Check {
+  if (r.openLoop.length === 0) return undefined;
+  const seconds = sustained ? SUSTAINED_OPEN_LOOP_S : r.options.openDurationS;
+  // Results written before session 84 name no duration: they sent for the run's.
+  const sentFor = (o: OpenLoopFigures) => (o.seconds ?? r.options.openDurationS) === seconds;
+  const f = r.openLoop.find((o) => o.system === 'sqlite' && sentFor(o) && (o.rateFrom === from || (from === 'half the reference' && o.rateFrom === 'fixed')));
   if (!f) return undefined;
   const at = `${int(f.ratePerSecond)} events/s${f.rateFrom === 'fixed' ? ', a fixed rate' : ''}`;
   const missing = f.missing > 0 ? `, ${int(f.missing)} not arrived` : '';
-  // The reference's own p99 at the half rate says what this machine allowed at the time.
+  const behind = f.deliveredPerSecond < f.ratePerSecond * 0.95 ? `, behind (${int(f.deliveredPerSecond)} delivered a second)` : '';
+  // The reference's own p99 at the half rate says what this machine allowed at the time (sent for the run's duration).
   const ref = r.openLoop.find((o) => o.system === 'reference' && o.rateFrom === f.rateFrom);
-  const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}` : '';
-  return { figure: `p99 ${ms(f.latencyMs.p99)} at ${at}${missing}${anchor}`, met: f.latencyMs.p99 < 50 && f.missing === 0 && f.rateFrom !== 'fixed' };
+  const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}${sentFor(ref) ? '' : ` over ${ref.seconds ?? r.options.openDurationS} s`}` : '';
+  return { figure: `p99 ${ms(f.latencyMs.p99)} at ${at}${missing}${behind}${anchor}`, met: f.latencyMs.p99 < 50 && f.missing === 0 && f.rateFrom !== 'fixed' };
 }
 
 function keepsUp(f: ClosedLoopFigures | undefined): Check {
@@ -94,7 +100,7 @@ function backlog(r: BenchResults, system: 'sqlite' | 'postgres'): Check {
 function peakRss(r: BenchResults): Check {
   const runs = [
     ...r.closedLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `${f.kind} ${f.connectionMode} ${f.system}` })),
-    ...r.openLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}` })),
+    ...r.openLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}${f.seconds !== undefined && f.seconds !== r.options.openDurationS ? ` ${f.seconds} s` : ''}` })),
     ...r.backlog.flatMap((b) => [b.emptyQueue, b.backlog].map((d) => ({ mb: d.memory.peakRssMb, what: `backlog ${int(d.waiting)} ${b.system}` }))),
     ...r.waiting.flatMap((w) => [w.empty, w.seeded].map((d) => ({ mb: d.peakRssMb, what: `${int(d.waiting)} waiting ${w.system}` }))),
   ].filter((x): x is { mb: number; what: string } => x.mb !== undefined);
@@ -151,6 +157,7 @@ export function judgeTargets(r: BenchResults): TargetVerdict[] {
     verdict('SQLite end to end ≥ 0.5 × reference (closed loop)', versus(e2e('sqlite'), referenceOf(r.closedLoop, 'e2e', 'keep-alive'), 0.5)),
     verdict('SQLite e2e p99 < 50 ms at half the reference rate (open loop)', openLoopP99(r, 'half the reference')),
     verdict('SQLite e2e p99 < 50 ms at half of 0.5 × the reference rate (open loop)', openLoopP99(r, 'a quarter of the reference')),
+    verdict(`SQLite e2e p99 < 50 ms at half the reference rate, sent for ${SUSTAINED_OPEN_LOOP_S} s (open loop)`, openLoopP99(r, 'half the reference', true)),
     verdict('SQLite intake, no matching rule ≥ 0.7 × reference', versus(intake('sqlite'), intake('reference'), 0.7)),
     verdict('PostgreSQL intake, no matching rule ≥ 0.7 × reference', versus(intake('postgres'), intake('reference'), 0.7)),
     verdict('PostgreSQL end to end ≥ 0.7 × SQLite (closed loop)', versus(e2e('postgres'), e2e('sqlite'), 0.7)),

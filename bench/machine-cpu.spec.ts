@@ -52,20 +52,41 @@ describe('the open loop table', () => {
   });
 
   it('prints the load generator\'s CPU and how busy the machine was', () => {
-    const lines = openLoopLines([figures({})], 10);
+    const lines = openLoopLines([figures({})], 10, 5);
     expect(lines[1]).toMatch(/CPU\s+peak RSS\s+bench CPU\s+machine busy$/);
     expect(lines[2]).toMatch(/96 %\s+180 MB\s+71 %\s+88 %$/);
     expect(lines).toHaveLength(3);
   });
 
   it('says a system fell behind with every core busy only when the machine was', () => {
-    const short = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: 97 })], 10);
+    const short = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: 97 })], 10, 5);
     expect(short[3]).toContain('fell behind the offered rate (latency measures a growing queue) on a machine with every core busy;');
-    const spare = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: 60 })], 10);
+    const spare = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: 60 })], 10, 5);
     expect(spare[3]).toContain('fell behind the offered rate (latency measures a growing queue);');
     expect(spare[3]).not.toContain('every core busy');
-    const unknown = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: undefined })], 10);
+    const unknown = openLoopLines([figures({ deliveredPerSecond: 3_000, machineBusyPercent: undefined })], 10, 5);
     expect(unknown[2]).toMatch(/–$/);
     expect(unknown[3]).not.toContain('every core busy');
+  });
+
+  it('prints the half rate sent for longer as a table of its own, its title saying for how long', () => {
+    const lines = openLoopLines([
+      figures({ system: 'reference', seconds: 5 }), figures({ seconds: 5 }),
+      figures({ rateFrom: 'a quarter of the reference', ratePerSecond: 2_500, seconds: 5 }),
+      figures({ seconds: 20, deliveredPerSecond: 4_000, latencyMs: { count: 100_000, mean: 900, p50: 800, p90: 2_000, p99: 2_400, p999: 2_500, max: 2_600 } }),
+    ], 10, 5);
+    const titles = lines.filter((line) => line.startsWith('open loop'));
+    expect(titles).toHaveLength(3);
+    expect(titles[0]).toContain("at half the reference's closed-loop rate, 5,000 events/s, keep-alive");
+    expect(titles[0]).not.toContain('sent for');
+    expect(titles[2]).toContain("at half the reference's closed-loop rate, 5,000 events/s, sent for 20 s instead of 5, keep-alive");
+    const sustained = lines.slice(lines.indexOf(titles[2]));
+    expect(sustained.filter((line) => /^ {2}\S/.test(line))).toEqual([expect.stringMatching(/^ {2}engine, SQLite\s+4,000\s.*2,400 ms/)]);
+    expect(sustained.at(-1)).toContain('fell behind the offered rate');
+  });
+
+  it('reads results written before the figures named their duration as sent for the run\'s', () => {
+    const lines = openLoopLines([figures({ system: 'reference' }), figures({ seconds: 5 })], 10, 5);
+    expect(lines.filter((line) => line.startsWith('open loop'))).toHaveLength(1);
   });
 });
