@@ -17,7 +17,7 @@
  * reference's rate, against 16–31 ms after 10 s at that rate.
  *
  * The measured window is 5 s (BENCH_E2E_DURATION_S), and a full run also sends
- * SQLite the half rate for SUSTAINED_OPEN_LOOP_S: at about all the engine can
+ * SQLite the half rate for SUSTAINED_OPEN_LOOP_S (bench-options.ts): at about all the engine can
  * sustain, 5 s says whether it keeps up for seconds, not whether it works off
  * the stalls a longer stretch brings (session 83: met over 5 s, behind in three
  * runs of five over 20). Both are judged (bench-targets.ts).
@@ -64,9 +64,6 @@ export interface OpenLoopFigures {
 
 /** Half the reference's closed-loop end-to-end rate, a quarter of it, or a rate given. */
 export type OpenLoopRateFrom = 'half the reference' | 'a quarter of the reference' | 'fixed';
-
-/** How long a full run also sends SQLite the half rate for: the target's figure sustained (README, Performance: Targets). */
-export const SUSTAINED_OPEN_LOOP_S = 20;
 
 /** Enough sockets that a healthy system never makes a webhook wait for one. */
 export const OPEN_LOOP_SOCKETS = 512;

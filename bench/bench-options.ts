@@ -73,6 +73,11 @@ environment: BENCH_DURATION_S, BENCH_SLICES, BENCH_CONNECTIONS, BENCH_EVENTS, BE
 
 const SECTIONS: readonly Section[] = ['intake', 'e2e', 'open', 'backlog', 'startup', 'waiting', 'matching'];
 export const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+/**
+ * How long a full run also sends SQLite the half rate for (bench-e2e.ts), beside the `openDurationS` every open loop
+ * sends for: the target's figure sustained (README, Performance: Targets).
+ */
+export const SUSTAINED_OPEN_LOOP_S = 20;
 const KNOWN_FLAGS = [
   'quick', 'only', 'connections', 'seconds', 'duration', 'events', 'connection', 'connection-per-event',
   'backlog', 'backlog-measured', 'rules', 'open-rate', 'layout', 'profile', 'replicas', 'waiting', 'slices',

@@ -149,20 +149,25 @@ const OPEN_LOOP_RATES: Record<OpenLoopFigures['rateFrom'], string> = {
   fixed: 'a fixed rate',
 };
 
+/** How long an open loop sent for: its own figure, or the run's `openDurationS` for results written before it had one. */
+export function sentForSeconds(f: Pick<OpenLoopFigures, 'seconds'>, runSeconds: number): number {
+  return f.seconds ?? runSeconds;
+}
+
 /**
  * One table for each rate the open loops ran at, and for each length of time they sent for: the run's `openDurationS`
- * unless the title says otherwise (bench-e2e.ts, SUSTAINED_OPEN_LOOP_S).
+ * unless the title says otherwise (bench-options.ts, SUSTAINED_OPEN_LOOP_S).
  */
 export function openLoopLines(all: OpenLoopFigures[], drainLimitS: number, openDurationS: number): string[] {
-  const sentFor = (f: OpenLoopFigures) => f.seconds ?? openDurationS;
-  const groups = [...new Set(all.map((f) => `${f.rateFrom} ${sentFor(f)}`))];
-  return groups.flatMap((group) => openLoopTable(all.filter((f) => `${f.rateFrom} ${sentFor(f)}` === group), drainLimitS, openDurationS));
+  const group = (f: OpenLoopFigures) => `${f.rateFrom} ${sentForSeconds(f, openDurationS)}`;
+  return [...new Set(all.map(group))].flatMap((g) => openLoopTable(all.filter((f) => group(f) === g), drainLimitS, openDurationS));
 }
 
 function openLoopTable(all: OpenLoopFigures[], drainLimitS: number, openDurationS: number): string[] {
   if (all.length === 0) return [];
   const first = all[0];
-  const longer = first.seconds !== undefined && first.seconds !== openDurationS ? `, sent for ${first.seconds} s instead of ${openDurationS}` : '';
+  const sentS = sentForSeconds(first, openDurationS);
+  const longer = sentS !== openDurationS ? `, sent for ${sentS} s instead of ${openDurationS}` : '';
   const rate = `${OPEN_LOOP_RATES[first.rateFrom]}, ${int(first.ratePerSecond)} events/s${longer}`;
   const header = ['', 'delivered/s', 'e2e p50', 'e2e p99', 'e2e max', 'ack p99', 'not arrived', 'CPU', 'peak RSS', 'bench CPU', 'machine busy'];
   const rows = all.map((f) => [

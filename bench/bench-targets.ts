@@ -5,9 +5,10 @@
  * 2-core development machine; the table says when this run was not that.
  */
 import type { ClosedLoopFigures } from './bench-closed.js';
-import { SUSTAINED_OPEN_LOOP_S, type OpenLoopFigures } from './bench-e2e.js';
+import type { OpenLoopFigures } from './bench-e2e.js';
+import { SUSTAINED_OPEN_LOOP_S } from './bench-options.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
-import { decimal, handledPerSecond, int, ms, ratio, referenceOf, seconds, startupSeconds } from './bench-tables.js';
+import { decimal, handledPerSecond, int, ms, ratio, referenceOf, seconds, sentForSeconds, startupSeconds } from './bench-tables.js';
 import { claimTime } from './bench-waiting.js';
 import { isEngine } from './bench-systems.js';
 
@@ -63,9 +64,8 @@ function cpuEfficiency(f: ClosedLoopFigures): number {
  */
 function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of the reference', sustained = false): Check {
   if (r.openLoop.length === 0) return undefined;
-  const seconds = sustained ? SUSTAINED_OPEN_LOOP_S : r.options.openDurationS;
-  // Results written before session 84 name no duration: they sent for the run's.
-  const sentFor = (o: OpenLoopFigures) => (o.seconds ?? r.options.openDurationS) === seconds;
+  const windowS = sustained ? SUSTAINED_OPEN_LOOP_S : r.options.openDurationS;
+  const sentFor = (o: OpenLoopFigures) => sentForSeconds(o, r.options.openDurationS) === windowS;
   const f = r.openLoop.find((o) => o.system === 'sqlite' && sentFor(o) && (o.rateFrom === from || (from === 'half the reference' && o.rateFrom === 'fixed')));
   if (!f) return undefined;
   const at = `${int(f.ratePerSecond)} events/s${f.rateFrom === 'fixed' ? ', a fixed rate' : ''}`;
@@ -73,7 +73,7 @@ function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of
   const behind = f.deliveredPerSecond < f.ratePerSecond * 0.95 ? `, behind (${int(f.deliveredPerSecond)} delivered a second)` : '';
   // The reference's own p99 at the half rate says what this machine allowed at the time (sent for the run's duration).
   const ref = r.openLoop.find((o) => o.system === 'reference' && o.rateFrom === f.rateFrom);
-  const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}${sentFor(ref) ? '' : ` over ${ref.seconds ?? r.options.openDurationS} s`}` : '';
+  const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}${sentFor(ref) ? '' : ` over ${sentForSeconds(ref, r.options.openDurationS)} s`}` : '';
   return { figure: `p99 ${ms(f.latencyMs.p99)} at ${at}${missing}${behind}${anchor}`, met: f.latencyMs.p99 < 50 && f.missing === 0 && f.rateFrom !== 'fixed' };
 }
 
@@ -100,7 +100,10 @@ function backlog(r: BenchResults, system: 'sqlite' | 'postgres'): Check {
 function peakRss(r: BenchResults): Check {
   const runs = [
     ...r.closedLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `${f.kind} ${f.connectionMode} ${f.system}` })),
-    ...r.openLoop.filter((f) => isEngine(f.system)).map((f) => ({ mb: f.memory.peakRssMb, what: `open loop ${f.system}${f.seconds !== undefined && f.seconds !== r.options.openDurationS ? ` ${f.seconds} s` : ''}` })),
+    ...r.openLoop.filter((f) => isEngine(f.system)).map((f) => {
+      const sentS = sentForSeconds(f, r.options.openDurationS);
+      return { mb: f.memory.peakRssMb, what: `open loop ${f.system}${sentS !== r.options.openDurationS ? ` ${sentS} s` : ''}` };
+    }),
     ...r.backlog.flatMap((b) => [b.emptyQueue, b.backlog].map((d) => ({ mb: d.memory.peakRssMb, what: `backlog ${int(d.waiting)} ${b.system}` }))),
     ...r.waiting.flatMap((w) => [w.empty, w.seeded].map((d) => ({ mb: d.peakRssMb, what: `${int(d.waiting)} waiting ${w.system}` }))),
   ].filter((x): x is { mb: number; what: string } => x.mb !== undefined);
