@@ -185,7 +185,8 @@ function openLoopTable(all: OpenLoopFigures[], drainLimitS: number, openDuration
   ];
 }
 
-const fellBehind = (f: OpenLoopFigures): boolean => f.deliveredPerSecond < f.ratePerSecond * 0.95;
+/** Delivered under 95 % of the rate offered: its latency then measures a growing queue. */
+export const fellBehind = (f: Pick<OpenLoopFigures, 'deliveredPerSecond' | 'ratePerSecond'>): boolean => f.deliveredPerSecond < f.ratePerSecond * 0.95;
 
 /** At or over this share of all cores busy, a system that fell behind was short of CPU (the machine's, not only its own). */
 export const MACHINE_SATURATED_PERCENT = 90;

@@ -8,7 +8,7 @@ import type { ClosedLoopFigures } from './bench-closed.js';
 import type { OpenLoopFigures } from './bench-e2e.js';
 import { SUSTAINED_OPEN_LOOP_S } from './bench-options.js';
 import type { BenchResults, TargetVerdict } from './bench-results.js';
-import { decimal, handledPerSecond, int, ms, ratio, referenceOf, seconds, sentForSeconds, startupSeconds } from './bench-tables.js';
+import { decimal, fellBehind, handledPerSecond, int, ms, ratio, referenceOf, seconds, sentForSeconds, startupSeconds } from './bench-tables.js';
 import { claimTime } from './bench-waiting.js';
 import { isEngine } from './bench-systems.js';
 
@@ -70,7 +70,7 @@ function openLoopP99(r: BenchResults, from: 'half the reference' | 'a quarter of
   if (!f) return undefined;
   const at = `${int(f.ratePerSecond)} events/s${f.rateFrom === 'fixed' ? ', a fixed rate' : ''}`;
   const missing = f.missing > 0 ? `, ${int(f.missing)} not arrived` : '';
-  const behind = f.deliveredPerSecond < f.ratePerSecond * 0.95 ? `, behind (${int(f.deliveredPerSecond)} delivered a second)` : '';
+  const behind = fellBehind(f) ? `, behind (${int(f.deliveredPerSecond)} delivered a second)` : '';
   // The reference's own p99 at the half rate says what this machine allowed at the time (sent for the run's duration).
   const ref = r.openLoop.find((o) => o.system === 'reference' && o.rateFrom === f.rateFrom);
   const anchor = ref ? `; reference p99 ${ms(ref.latencyMs.p99)}${sentFor(ref) ? '' : ` over ${sentForSeconds(ref, r.options.openDurationS)} s`}` : '';
