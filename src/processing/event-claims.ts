@@ -4,10 +4,12 @@
  * decision, in the claim's own transaction, of the events it took that need
  * nothing but the database (EventProcessor.decideLetGo, as the commits of
  * outcomes decide the events they let go). A claimed event then costs one
- * commit instead of two, the claim's and the loop's. That is the path of the
+ * commit instead of two, the claim's and the loop's. That was the path of the
  * events intake had no room to lease: where the loop fell behind intake, the
  * second commit was in every window of an open-loop run to its end, and it
- * did not catch up again (session 57).
+ * did not catch up again (session 57). While action runs are in flight, the
+ * loop now waits first for the next outcome commit to make this claim in its
+ * own transaction, which saves the claim's COMMIT (workers.ts claimedByOutcomes).
  */
 import { nowIso, type Clock } from '../clock.js';
 import type { Database } from '../database/database.service.js';

@@ -197,7 +197,7 @@ describe.each(kinds)('the event loop told after an outcome commit on $name', (ki
     progress.handOffTo(new OutcomesHandOff('postgres', core.clock, core.queue, core.processor, {
       running: () => true, eventLoopIdle: () => true, parked, handed: [], leasing: new LeasesBeingTaken(core.clock), claimedAfter,
       handOff: () => core.queue.handOff(60_000, 10), startCreated: () => undefined, countEvents: () => undefined,
-      handedArrived: () => undefined, nudgeEvents: () => nudged++,
+      handedArrived: () => undefined, nudgeEvents: () => nudged++, claimed: () => undefined,
     }, 8));
   });
   afterEach(() => core.close());

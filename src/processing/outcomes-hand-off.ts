@@ -4,7 +4,9 @@
  * the events those outcomes let go. The events held behind the creates a
  * commit may have ended go on first (parked-events.ts); on SQLite, while the
  * loop waits for work, the commit also claims whatever else is waiting, and
- * decides what it can of them itself (EventProcessor.decideLetGo); on
+ * decides what it can of them itself (EventProcessor.decideLetGo), and says
+ * so (`claimed`: the loop, waiting for such a commit while runs are in
+ * flight, then makes no claim transaction of its own); on
  * PostgreSQL its last statement decides those of them intake evaluated
  * (let-go-statement.ts). The loop gets the rest. On PostgreSQL, where the
  * commit claims nothing, the loop is woken to claim only when the commit's
@@ -43,6 +45,8 @@ export interface LetGoWorkers {
   /** Events were handed over: the loop's pause after an empty claim ends. */
   handedArrived(): void;
   nudgeEvents(): void;
+  /** SQLite: a commit claimed for the event loop while it waited (after the commit, before `take`'s other news). */
+  claimed(): void;
 }
 
 export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
@@ -52,6 +56,8 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
   private letGoSent: LetGoSent | undefined;
   /** PostgreSQL: whether an event about a resource of the runs the commit under way ended waits for a claim. */
   private waiting: Promise<boolean> | undefined;
+  /** SQLite: the commit under way claimed for the event loop. */
+  private claiming = false;
 
   constructor(
     private readonly kind: DatabaseKind,
@@ -66,6 +72,7 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
     this.letGo = undefined;
     this.letGoSent = undefined;
     this.waiting = undefined;
+    this.claiming = false;
     const workers = this.workers;
     // Only while the loop waits for work (events held behind runs in flight): a busy loop claims whole batches
     // itself, and claims in every outcome commit beside it slowed the drain of a backlog of 200,000 events from
@@ -87,6 +94,7 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
       return { events, complete: true };
     }
     if (free.length > 0 || !workers.eventLoopIdle() || workers.handed.length > 0) return this.decideLetGo(sql, { events: free, complete: false });
+    this.claiming = true;
     const events = await this.queue.claimEventsIn(sql, this.claimSize);
     return this.decideLetGo(sql, { events, complete: events.length < this.claimSize });
   }
@@ -103,6 +111,8 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
     // A parked event the loop handed on meanwhile itself (after a commit of its own) is not handed on again.
     this.handOn(workers.parked.unpark(taken));
     if (complete) for (const run of runs) workers.claimedAfter.add(run);
+    if (this.claiming) workers.claimed();
+    this.claiming = false;
     // A decided event that left no run on its resource lets the next one about it go: a claim may find it.
     if (!complete || !allHoldTheirResource(decided, made)) workers.nudgeEvents();
     const waiting = this.waiting;
