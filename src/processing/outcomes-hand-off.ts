@@ -45,7 +45,7 @@ export interface LetGoWorkers {
   /** Events were handed over: the loop's pause after an empty claim ends. */
   handedArrived(): void;
   nudgeEvents(): void;
-  /** SQLite: a commit claimed for the event loop while it waited (after the commit, before `take`'s other news). */
+  /** SQLite: a commit claimed for the event loop while it waited (told by `take`, once the commit is done). */
   claimed(): void;
 }
 
@@ -74,7 +74,7 @@ export class OutcomesHandOff implements UnblockedEventsHandOff<ClaimedEvent> {
     this.waiting = undefined;
     this.claiming = false;
     const workers = this.workers;
-    // Only while the loop waits for work (events held behind runs in flight): a busy loop claims whole batches
+    // Only while the loop waits (for work, or with runs in flight for this claim: workers.ts claimedByOutcomes): a busy loop claims whole batches
     // itself, and claims in every outcome commit beside it slowed the drain of a backlog of 200,000 events from
     // 0.95-1.01x of an empty queue's to 0.68-0.82x.
     // SQLite only: PostgreSQL records outcomes in many small commits, and a claim in each (planned and run by the
