@@ -126,7 +126,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
   /** The event loop sleeps, waiting for work. */
   private eventLoopIdle = false;
   /** How many claims the outcomes' commits made for the event loop (SQLite: OutcomesHandOff). */
-  private readonly outcomeClaims = { count: 0 };
+  private outcomeClaims = 0;
   private readonly claims: EventClaims;
 
   constructor(
@@ -187,7 +187,7 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
         handedArrived: () => this.handedArrival.nudge(),
         nudgeEvents: () => this.events.nudge(),
         claimed: () => {
-          this.outcomeClaims.count++;
+          this.outcomeClaims++;
           this.handedArrival.nudge();
         },
       }, OUTCOMES_CLAIM),
@@ -285,9 +285,9 @@ export class Workers implements OnApplicationBootstrap, OnApplicationShutdown {
    */
   private async claimedByOutcomes(): Promise<boolean> {
     if (this.db.kind !== 'sqlite' || this.slots.size === 0) return false;
-    const before = this.outcomeClaims.count;
+    const before = this.outcomeClaims;
     await this.idle(() => this.handedArrival.sleep(OUTCOMES_CLAIM_WAIT_MS));
-    return this.outcomeClaims.count !== before || this.handed.length > 0;
+    return this.outcomeClaims !== before || this.handed.length > 0;
   }
 
   /** The loop's own look at the parked events, for creates that end with no outcome recorded (ParkedEvents). */
